@@ -1,0 +1,3 @@
+// teeny — the umbrella module: `import teeny;` gives the whole public API.
+export module teeny;
+export import teeny.core;
