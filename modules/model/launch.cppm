@@ -1,0 +1,72 @@
+// teeny.model:launch — what a backend hands an op: launch geometry and the tensors it binds.
+//
+// The seed passed raw pointers positionally. Here a plan binds each tensor as a TensorBinding
+// (pointer + dtype + concrete shape + row stride), and the op turns the bindings into its own
+// typed argument struct (see :args), checking dtypes once, at load.
+module;
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+export module teeny.model:launch;
+import teeny.core;
+
+export namespace teeny {
+
+/// A launch extent (CUDA's dim3): threads per block or blocks per grid.
+struct Dim3 {
+  std::uint32_t x = 1;
+  std::uint32_t y = 1;
+  std::uint32_t z = 1;
+  friend constexpr bool operator==(const Dim3&, const Dim3&) = default;
+  constexpr std::uint64_t volume() const { return std::uint64_t{x} * y * z; }
+};
+
+inline std::string to_string(const Dim3& d) {
+  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
+}
+
+/// One tensor as the execution plan holds it: untyped storage with its dtype, concrete shape and
+/// the row stride (elements between rows; may exceed the last dim for padded/TMA layouts).
+struct TensorBinding {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  ConcreteShape shape;
+  std::int64_t row_stride = 0;  // 0: the natural stride, shape.last()
+
+  /// A typed view of the binding; an error names both dtypes when they differ.
+  template <Element T>
+  Result<TensorView<T>> as() const {
+    if (dtype_of<T> != dtype) {
+      return fail(Errc::dtype_mismatch, "tensor ", shape, " is bound as ", dtype, " but the kernel reads ",
+                  dtype_of<T>);
+    }
+    ConcreteShape strides = contiguous_strides(shape);
+    if (row_stride != 0 && shape.rank() >= 2 && row_stride != shape.last()) {
+      strides[shape.rank() - 2] = row_stride;
+      for (std::size_t i = shape.rank() - 2; i-- > 0;) strides[i] = strides[i + 1] * shape[i + 1];
+    }
+    return TensorView<T>(static_cast<T*>(data), shape, strides);
+  }
+};
+
+/// Everything a forward launch reads and writes (the seed's pack_args inputs).
+struct OpBindings {
+  std::span<const TensorBinding> inputs;  // activations, in operand-slot order
+  std::span<const TensorBinding> params;  // parameter buffers, in param_names order
+  TensorBinding output;
+};
+
+#if TEENY_TRAINING
+/// Everything a backward launch reads and writes (the seed's pack_backward_args inputs).
+struct BackwardBindings {
+  std::span<const TensorBinding> inputs;       // forward activations (from the cache)
+  std::span<const TensorBinding> params;       // forward parameters
+  TensorBinding output;                        // forward output (from the cache)
+  TensorBinding grad_output;                   // dL/dy from the consumers
+  std::span<const TensorBinding> grad_inputs;  // dL/dx, one per activation input
+  std::span<const TensorBinding> grad_params;  // dL/dw, one per parameter
+};
+#endif
+
+}  // namespace teeny

@@ -1,0 +1,15 @@
+// teeny.model — the seed's abstractions as C++20 concepts: RuntimeOp (with its customization
+// points), ExecutableOp and op sets, Lowering, Model, ArgVisitor and, in training builds,
+// BackwardOp. See docs/architecture.md for the seed -> C++ mapping.
+export module teeny.model;
+export import :launch;
+export import :args;
+export import :runtime_op;
+export import :executable_op;
+#if TEENY_HAS_GRAPH_PLACEHOLDER_NEVER
+export import :lowering;
+#endif
+export import :model_concept;
+#if TEENY_TRAINING
+export import :backward_op;
+#endif
