@@ -22,7 +22,7 @@ TEENY_HD constexpr std::uint16_t f16_bits_from_float(float value) noexcept {
     return static_cast<std::uint16_t>(sign | (mag == 0x7f800000u ? 0x7c00u : 0x7e00u | ((mag >> 13) & 0x3ffu)));
   }
   if (mag >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
-  if (mag < 0x38800000u) {  // below 2^-14: an f16 subnormal (or zero)
+  if (mag < 0x38800000u) {                                                    // below 2^-14: an f16 subnormal (or zero)
     if (mag <= 0x33000000u) return sign;  // <= 2^-25: rounds to (signed) zero, the tie included
     const std::uint32_t exponent = mag >> 23;
     const std::uint32_t mantissa = (mag & 0x7fffffu) | 0x800000u;

@@ -90,19 +90,58 @@ constexpr std::optional<DType> parse_dtype(std::string_view text) {
 /// The C++ type that stores one element of each DType.
 template <DType D>
 struct storage;
-template <> struct storage<DType::boolean> { using type = bool; };
-template <> struct storage<DType::i8> { using type = std::int8_t; };
-template <> struct storage<DType::i16> { using type = std::int16_t; };
-template <> struct storage<DType::i32> { using type = std::int32_t; };
-template <> struct storage<DType::i64> { using type = std::int64_t; };
-template <> struct storage<DType::u8> { using type = std::uint8_t; };
-template <> struct storage<DType::u16> { using type = std::uint16_t; };
-template <> struct storage<DType::u32> { using type = std::uint32_t; };
-template <> struct storage<DType::u64> { using type = std::uint64_t; };
-template <> struct storage<DType::f16> { using type = f16; };
-template <> struct storage<DType::bf16> { using type = bf16; };
-template <> struct storage<DType::f32> { using type = float; };
-template <> struct storage<DType::f64> { using type = double; };
+template <>
+struct storage<DType::boolean> {
+  using type = bool;
+};
+template <>
+struct storage<DType::i8> {
+  using type = std::int8_t;
+};
+template <>
+struct storage<DType::i16> {
+  using type = std::int16_t;
+};
+template <>
+struct storage<DType::i32> {
+  using type = std::int32_t;
+};
+template <>
+struct storage<DType::i64> {
+  using type = std::int64_t;
+};
+template <>
+struct storage<DType::u8> {
+  using type = std::uint8_t;
+};
+template <>
+struct storage<DType::u16> {
+  using type = std::uint16_t;
+};
+template <>
+struct storage<DType::u32> {
+  using type = std::uint32_t;
+};
+template <>
+struct storage<DType::u64> {
+  using type = std::uint64_t;
+};
+template <>
+struct storage<DType::f16> {
+  using type = f16;
+};
+template <>
+struct storage<DType::bf16> {
+  using type = bf16;
+};
+template <>
+struct storage<DType::f32> {
+  using type = float;
+};
+template <>
+struct storage<DType::f64> {
+  using type = double;
+};
 template <DType D>
 using storage_t = typename storage<D>::type;
 

@@ -6,10 +6,10 @@
 //   if (!r) return r.error().context("while reading 'x'");   // Error converts to any Result<U>
 //   int v = *r;
 module;
+#include <concepts>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <concepts>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -111,7 +111,7 @@ class [[nodiscard]] Result {
     requires std::constructible_from<T, U&&> && (!std::same_as<std::remove_cvref_t<U>, Result>) &&
              (!std::same_as<std::remove_cvref_t<U>, Error>)
   Result(U&& value) : state_(std::in_place_index<0>, std::forward<U>(value)) {}  // NOLINT: implicit by design
-  Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}     // NOLINT: implicit by design
+  Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}      // NOLINT: implicit by design
 
   bool has_value() const { return state_.index() == 0; }
   explicit operator bool() const { return has_value(); }
@@ -207,10 +207,9 @@ inline Result<void> ok() { return {}; }
 /// Something that can be appended to an error message: strings, numbers, and any type with
 /// a `to_string(x)` found by argument-dependent lookup (Shape, DType, ...).
 template <class T>
-concept Printable = std::convertible_to<const T&, std::string_view> || std::is_arithmetic_v<T> ||
-                    requires(const T& x) {
-                      { to_string(x) } -> std::convertible_to<std::string>;
-                    };
+concept Printable = std::convertible_to<const T&, std::string_view> || std::is_arithmetic_v<T> || requires(const T& x) {
+  { to_string(x) } -> std::convertible_to<std::string>;
+};
 
 namespace error_detail {
 template <class T>

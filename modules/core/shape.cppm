@@ -244,8 +244,8 @@ inline Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
     } else if (da == one) {
       out[i] = db;
     } else {
-      return fail(Errc::shape_mismatch, "shapes ", a, " and ", b, " do not broadcast: dim ", i, " is ",
-                  to_string(da), " vs ", to_string(db));
+      return fail(Errc::shape_mismatch, "shapes ", a, " and ", b, " do not broadcast: dim ", i, " is ", to_string(da),
+                  " vs ", to_string(db));
     }
   }
   return Shape(std::move(out));

@@ -21,13 +21,12 @@ export namespace teeny {
 /// and output from the activation cache, dL/dy, and the dL/dx, dL/dw buffers to write) and says
 /// its backward grid.
 template <class Op>
-concept BackwardOp =
-    RuntimeOp<Op> && ArgPack<typename Op::BackwardArgs> &&
-    requires(const Op& op, const BackwardBindings& bindings, std::span<const ConcreteShape> input_shapes,
-             const ConcreteShape& output_shape) {
-      { op.pack_backward_args(bindings) } -> std::same_as<Result<typename Op::BackwardArgs>>;
-      { op.backward_grid(input_shapes, output_shape) } -> std::same_as<Dim3>;
-    };
+concept BackwardOp = RuntimeOp<Op> && ArgPack<typename Op::BackwardArgs> &&
+                     requires(const Op& op, const BackwardBindings& bindings,
+                              std::span<const ConcreteShape> input_shapes, const ConcreteShape& output_shape) {
+                       { op.pack_backward_args(bindings) } -> std::same_as<Result<typename Op::BackwardArgs>>;
+                       { op.backward_grid(input_shapes, output_shape) } -> std::same_as<Dim3>;
+                     };
 
 namespace backward_detail {
 template <class Op>
@@ -51,10 +50,10 @@ concept HasPackBackwardForLaunch = requires(const Op& op, std::size_t i, const B
   { op.pack_backward_args_for_launch(i, b) } -> std::same_as<Result<typename Op::BackwardArgs>>;
 };
 template <class Op>
-concept HasBackwardGridForLaunch = requires(const Op& op, std::size_t i, std::span<const ConcreteShape> in,
-                                            const ConcreteShape& s) {
-  { op.backward_grid_for_launch(i, in, s) } -> std::same_as<Dim3>;
-};
+concept HasBackwardGridForLaunch =
+    requires(const Op& op, std::size_t i, std::span<const ConcreteShape> in, const ConcreteShape& s) {
+      { op.backward_grid_for_launch(i, in, s) } -> std::same_as<Dim3>;
+    };
 
 struct has_backward_fn {
   // The seed defaulted to false because Rust cannot ask whether an impl exists; C++ can, so an

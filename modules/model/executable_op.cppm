@@ -46,15 +46,13 @@ concept InputOpType = requires {
 /// An op in a lowered DAG: named, with its output's symbolic shape and dtype; either an input
 /// placeholder or a RuntimeOp with a kernel.
 template <class Op>
-concept ExecutableOp = std::copy_constructible<Op> &&
-                       requires(const Op& op) {
-                         { op.name() } -> std::convertible_to<std::string_view>;
-                         { op.output_shape() } -> std::convertible_to<const Shape&>;
-                         { op.output_dtype() } -> std::same_as<DType>;
-                       } &&
-                       (InputOpType<Op> || (RuntimeOp<Op> && requires(const Op& op) {
-                          { op.kernel() } -> std::same_as<KernelInstance>;
-                        }));
+concept ExecutableOp = std::copy_constructible<Op> && requires(const Op& op) {
+  { op.name() } -> std::convertible_to<std::string_view>;
+  { op.output_shape() } -> std::convertible_to<const Shape&>;
+  { op.output_dtype() } -> std::same_as<DType>;
+} && (InputOpType<Op> || (RuntimeOp<Op> && requires(const Op& op) {
+                         { op.kernel() } -> std::same_as<KernelInstance>;
+                       }));
 
 namespace executable_detail {
 struct is_input_fn {
@@ -115,15 +113,15 @@ constexpr decltype(auto) visit_op(const V& op, F&& fn) {
 
 /// Name, output shape and dtype of whichever op an op-set value holds.
 template <OpSetType V>
-std::string_view op_name(const V& op) {
+std::string_view name_of(const V& op) {
   return std::visit([](const auto& o) -> std::string_view { return o.name(); }, op);
 }
 template <OpSetType V>
-const Shape& op_output_shape(const V& op) {
+const Shape& output_shape_of(const V& op) {
   return std::visit([](const auto& o) -> const Shape& { return o.output_shape(); }, op);
 }
 template <OpSetType V>
-DType op_output_dtype(const V& op) {
+DType output_dtype_of(const V& op) {
   return std::visit([](const auto& o) { return o.output_dtype(); }, op);
 }
 

@@ -32,9 +32,7 @@ export namespace teeny {
 /// Lowering for inference only, or for training (backward kernels wired up as well).
 enum class LoweringMode : std::uint8_t { inference, training };
 
-constexpr std::string_view name(LoweringMode mode) {
-  return mode == LoweringMode::training ? "training" : "inference";
-}
+constexpr std::string_view name(LoweringMode mode) { return mode == LoweringMode::training ? "training" : "inference"; }
 
 /// A lowered graph: the DAG and, for every graph node, the DAG nodes it became.
 template <OpSetType Ops>
@@ -111,11 +109,10 @@ concept Lowering = OpSetType<typename L::op_set> && requires(const L& lowering, 
 /// A per-node lowering: emits the DAG nodes for one graph node and returns true, or returns
 /// false when the node's op is not its business (a middleware then asks its base).
 template <class L>
-concept NodeLowering =
-    OpSetType<typename L::op_set> &&
-    requires(const L& lowering, LoweringContext<typename L::op_set>& context, NodeId node) {
-      { lowering.lower_node(context, node) } -> std::same_as<Result<bool>>;
-    };
+concept NodeLowering = OpSetType<typename L::op_set> &&
+                       requires(const L& lowering, LoweringContext<typename L::op_set>& context, NodeId node) {
+                         { lowering.lower_node(context, node) } -> std::same_as<Result<bool>>;
+                       };
 
 namespace lowering_detail {
 template <class L>

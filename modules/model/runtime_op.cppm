@@ -9,10 +9,9 @@
 //                   auto fields() const { return std::tie(x, y, factor); } };
 //     float factor = 2;
 //     std::size_t n_activation_inputs() const { return 1; }
-//     std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
-//     Result<Args> pack_args(const OpBindings& b) const;     // typed views from the bindings
-//     Dim3 block() const { return {256}; }
-//     Dim3 grid(const ConcreteShape& out) const { return {ceil_div(out.numel(), 256)}; }
+//     std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {};
+//     } Result<Args> pack_args(const OpBindings& b) const;     // typed views from the bindings Dim3 block() const {
+//     return {256}; } Dim3 grid(const ConcreteShape& out) const { return {ceil_div(out.numel(), 256)}; }
 //   };
 //   static_assert(RuntimeOp<scale_op>);
 //   teeny::n_launches(scale_op{}) == 1;                     // defaulted: no member needed
@@ -35,20 +34,19 @@ export namespace teeny {
 /// buffers it needs, how its typed kernel arguments are packed from the plan's bindings, and its
 /// launch geometry. Satisfied by every op of the standard op set and by user ops.
 template <class Op>
-concept RuntimeOp =
-    std::copy_constructible<Op> && ArgPack<typename Op::Args> &&
-    requires(const Op& op, std::span<const ConcreteShape> input_shapes, const ConcreteShape& output_shape,
-             const OpBindings& bindings) {
-      /// Number of activation tensors taken from predecessor DAG nodes.
-      { op.n_activation_inputs() } -> std::convertible_to<std::size_t>;
-      /// Shapes of the parameter buffers for concrete shapes (allocated once, at load).
-      { op.param_shapes(input_shapes, output_shape) } -> std::same_as<std::vector<ConcreteShape>>;
-      /// The kernel's typed arguments from the bound tensors; a dtype mismatch is an error.
-      { op.pack_args(bindings) } -> std::same_as<Result<typename Op::Args>>;
-      /// Threads per block and blocks per grid (CUDA); the CPU backend may use them as tiling hints.
-      { op.block() } -> std::same_as<Dim3>;
-      { op.grid(output_shape) } -> std::same_as<Dim3>;
-    };
+concept RuntimeOp = std::copy_constructible<Op> && ArgPack<typename Op::Args> &&
+                    requires(const Op& op, std::span<const ConcreteShape> input_shapes,
+                             const ConcreteShape& output_shape, const OpBindings& bindings) {
+                      /// Number of activation tensors taken from predecessor DAG nodes.
+                      { op.n_activation_inputs() } -> std::convertible_to<std::size_t>;
+                      /// Shapes of the parameter buffers for concrete shapes (allocated once, at load).
+                      { op.param_shapes(input_shapes, output_shape) } -> std::same_as<std::vector<ConcreteShape>>;
+                      /// The kernel's typed arguments from the bound tensors; a dtype mismatch is an error.
+                      { op.pack_args(bindings) } -> std::same_as<Result<typename Op::Args>>;
+                      /// Threads per block and blocks per grid (CUDA); the CPU backend may use them as tiling hints.
+                      { op.block() } -> std::same_as<Dim3>;
+                      { op.grid(output_shape) } -> std::same_as<Dim3>;
+                    };
 
 namespace runtime_detail {
 // An optional member, when present, must have the documented form; these concepts say which.
@@ -77,10 +75,10 @@ concept HasPackForLaunch = requires(const Op& op, std::size_t i, const OpBinding
   { op.pack_args_for_launch(i, b) } -> std::same_as<Result<typename Op::Args>>;
 };
 template <class Op>
-concept HasGridForLaunch = requires(const Op& op, std::size_t i, std::span<const ConcreteShape> in,
-                                    const ConcreteShape& s) {
-  { op.grid_for_launch(i, in, s) } -> std::same_as<Dim3>;
-};
+concept HasGridForLaunch =
+    requires(const Op& op, std::size_t i, std::span<const ConcreteShape> in, const ConcreteShape& s) {
+      { op.grid_for_launch(i, in, s) } -> std::same_as<Dim3>;
+    };
 
 struct param_names_fn {
   template <RuntimeOp Op>

@@ -56,9 +56,9 @@ TEST_CASE("f16 from float rounds to nearest even, keeps inf/NaN/subnormals") {
   CHECK(h(-2.0f) == 0xC000);
   CHECK(h(0.1f) == 0x2E66);
   CHECK(h(-0.0f) == 0x8000);
-  CHECK(h(65504.0f) == 0x7BFF);                          // largest finite
-  CHECK(h(65519.99f) == 0x7BFF);                         // just below the halfway point to inf
-  CHECK(h(65520.0f) == 0x7C00);                          // the tie rounds to even: inf
+  CHECK(h(65504.0f) == 0x7BFF);   // largest finite
+  CHECK(h(65519.99f) == 0x7BFF);  // just below the halfway point to inf
+  CHECK(h(65520.0f) == 0x7C00);   // the tie rounds to even: inf
   CHECK(h(std::numeric_limits<float>::infinity()) == 0x7C00);
   CHECK(h(-std::numeric_limits<float>::infinity()) == 0xFC00);
   CHECK(h(std::numeric_limits<float>::quiet_NaN()) == 0x7E00);
@@ -96,14 +96,14 @@ TEST_CASE("f16 to float is exact") {
 TEST_CASE("bf16 from float rounds to nearest even, keeps inf/NaN/subnormals") {
   CHECK(b(1.0f) == 0x3F80);
   CHECK(b(0.1f) == 0x3DCD);
-  CHECK(b(from_bits(0x3F808000)) == 0x3F80);  // tie: even
-  CHECK(b(from_bits(0x3F818000)) == 0x3F82);  // tie: even (up)
-  CHECK(b(from_bits(0x3F808001)) == 0x3F81);  // just above the tie
+  CHECK(b(from_bits(0x3F808000)) == 0x3F80);              // tie: even
+  CHECK(b(from_bits(0x3F818000)) == 0x3F82);              // tie: even (up)
+  CHECK(b(from_bits(0x3F808001)) == 0x3F81);              // just above the tie
   CHECK(b(std::numeric_limits<float>::max()) == 0x7F80);  // rounds up to inf
   CHECK(b(-std::numeric_limits<float>::infinity()) == 0xFF80);
   CHECK(b(std::numeric_limits<float>::quiet_NaN()) == 0x7FC0);
   CHECK((b(from_bits(0x7F800001)) & 0x7FC0) == 0x7FC0);  // signalling NaN: stays NaN, made quiet
-  CHECK(b(from_bits(0x00010000)) == 0x0001);              // subnormals are kept, not flushed
+  CHECK(b(from_bits(0x00010000)) == 0x0001);             // subnormals are kept, not flushed
   CHECK(b(from_bits(0x00018000)) == 0x0002);
   CHECK(static_cast<float>(bf16::from_bits(0x4049)) == 3.140625f);
   CHECK(static_cast<float>(bf16::from_bits(0x0001)) == from_bits(0x00010000));

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite in one configuration.
+#   tools/test.sh                     default configuration (build dir: build-test)
+#   tools/test.sh -Dtraining=true     any meson options; each set gets its own build dir
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+
+dir=build-test
+for opt in "$@"; do dir+="_$(echo "${opt#-D}" | tr -c 'A-Za-z0-9\n' '-')"; done
+if [ ! -f "$dir/build.ninja" ]; then
+  CXX=clang++-19 meson setup "$dir" "$@"
+fi
+ninja -C "$dir"
+status=0
+meson test -C "$dir" --print-errorlogs || status=$?
+
+# One closing line in the plain form CI reads: "tests: N passed, N failed, N skipped".
+python3 - "$dir/meson-logs/testlog.json" "$*" <<'PY'
+import json, sys
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+for line in open(sys.argv[1]):
+    r = json.loads(line)["result"]
+    counts["passed" if r in ("OK", "EXPECTEDFAIL") else "skipped" if r == "SKIP" else "failed"] += 1
+print(f"configuration [{sys.argv[2] or 'default'}]")
+print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+PY
+exit $status
