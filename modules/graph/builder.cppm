@@ -1,0 +1,650 @@
+// teeny.graph:builder — GraphBuilder, the way to author a run-time graph: one method per op with
+// PyTorch's argument names and defaults, sizes read off the inputs where PyTorch's modules take
+// them as constructor arguments (Linear's in_features), nodes named like PyTorch module paths.
+//
+//   GraphBuilder b;
+//   Value x = b.input("x", DType::f32, {Dim::sym("batch"), 784});
+//   Value h = b.relu(b.linear(x, 512).named("fc1"));
+//   b.output("logits", b.linear(h, 10).named("fc2"));
+//   Result<Graph> g = std::move(b).build();   // parameters fc1.weight, fc1.bias, fc2.weight, ...
+//
+// Errors are sticky: a failing call (bad shape or attribute, wrong arity, duplicate name, a Value
+// not from this builder) records an error naming the node and returns an invalid Value; calls on
+// an invalid Value are skipped silently (the recorded error is the cause), and build() returns
+// every recorded error at once, one per line, as "node 'fc2' (linear): input f32[batch, 784] ...".
+// Unnamed nodes are called `{op}_{n}` ("relu_0", "add_1"), counting per op name from 0.
+module;
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+export module teeny.graph:builder;
+import teeny.core;
+import :tensor_type;
+import :op;
+import :graph;
+
+export namespace teeny {
+
+class GraphBuilder;
+
+/// A handle to a node being built: the result of a GraphBuilder call, passed to the next ones.
+/// Invalid when the call that made it failed (or was skipped). Usable while its builder lives and
+/// until build(); the id stays meaningful in the built Graph.
+class Value {
+ public:
+  static constexpr NodeId none = std::numeric_limits<NodeId>::max();
+
+  Value() = default;
+  bool valid() const { return builder_ != nullptr && node_ != none; }
+  /// The node id (the same in the built Graph); `none` when invalid.
+  NodeId id() const { return node_; }
+  /// Renames the node (e.g. to a PyTorch module path "layer1.0.conv1", so that state_dict keys
+  /// "layer1.0.conv1.weight" map onto it); a name in use is an error. Returns *this.
+  Value named(std::string name) const;
+  /// The node's current name; empty when invalid.
+  std::string_view name() const;
+  /// The node's output type; nullptr when invalid.
+  const TensorType* type() const;
+
+  friend bool operator==(const Value&, const Value&) = default;
+
+ private:
+  friend class GraphBuilder;
+  Value(GraphBuilder* builder, NodeId node, std::size_t failure) : builder_(builder), node_(node), failure_(failure) {}
+
+  GraphBuilder* builder_ = nullptr;
+  NodeId node_ = none;
+  std::size_t failure_ = none;  // the recorded error of the call that made this Value, if that call failed
+};
+
+// `{}` on members keeps designated initialisers that omit them warning-free (see :concepts).
+// NOLINTBEGIN(readability-redundant-member-init)
+// Options with PyTorch's defaults, for designated initialisers: b.conv2d(x, 64, 3, {.padding = 1}).
+
+struct Conv1dOptions {
+  std::int64_t stride = 1;
+  std::int64_t padding = 0;
+  std::int64_t dilation = 1;
+  std::int64_t groups = 1;
+  bool bias = true;
+};
+
+struct Conv2dOptions {
+  Size2 stride{1, 1};
+  Size2 padding{0, 0};
+  Size2 dilation{1, 1};
+  std::int64_t groups = 1;
+  bool bias = true;
+};
+
+/// MaxPool2d's options; stride none means the kernel size.
+struct Pool2dOptions {
+  std::optional<Size2> stride{};
+  Size2 padding{0, 0};
+  Size2 dilation{1, 1};
+  bool ceil_mode = false;
+};
+
+struct AvgPool2dOptions {
+  std::optional<Size2> stride{};
+  Size2 padding{0, 0};
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  std::optional<std::int64_t> divisor_override{};
+};
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  std::optional<double> momentum = 0.1;
+  bool affine = true;
+  bool track_running_stats = true;
+};
+
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+  bool bias = true;
+};
+
+struct RMSNormOptions {
+  std::optional<double> eps{};  // none: the dtype's epsilon
+  bool elementwise_affine = true;
+};
+
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;
+};
+
+struct EmbeddingOptions {
+  std::optional<std::int64_t> padding_idx{};
+  DType dtype = DType::f32;
+};
+
+struct AttentionOptions {
+  bool causal = false;
+  std::optional<double> scale{};  // none: 1/sqrt(E)
+};
+
+// NOLINTEND(readability-redundant-member-init)
+
+/// Builds a Graph op by op; see the top of this file. Not copyable or movable: Values point to it.
+class GraphBuilder {
+ public:
+  GraphBuilder() = default;
+  GraphBuilder(const GraphBuilder&) = delete;
+  GraphBuilder& operator=(const GraphBuilder&) = delete;
+
+  // ---- graph interface
+  /// A graph input; `name` is what forward() binds it by.
+  Value input(std::string name, DType dtype, Shape shape);
+  /// Marks `value` as the output called `name` (at least one is required; names are unique).
+  void output(std::string name, Value value);
+  /// Marks the node called `node` as the output `name`.
+  void output(std::string name, std::string_view node);
+  /// Adds any op with these inputs (in operand order); an empty name gets the default `{op}_{n}`.
+  Value add(GraphOp op, std::vector<Value> inputs, std::string name = {});
+
+  // ---- layers (sizes of the input read off the input, as PyTorch's lazy modules do)
+  Value linear(Value x, std::int64_t out_features, bool bias = true);
+  Value matmul(Value a, Value b);
+  Value conv1d(Value x, std::int64_t out_channels, std::int64_t kernel, Conv1dOptions options = {});
+  Value conv2d(Value x, std::int64_t out_channels, Size2 kernel, Conv2dOptions options = {});
+  Value max_pool2d(Value x, Size2 kernel, Pool2dOptions options = {});
+  Value avg_pool2d(Value x, Size2 kernel, AvgPool2dOptions options = {});
+  Value adaptive_avg_pool2d(Value x, Size2 output_size);
+  Value batch_norm1d(Value x, BatchNormOptions options = {});
+  Value batch_norm2d(Value x, BatchNormOptions options = {});
+  Value layer_norm(Value x, std::vector<std::int64_t> normalized_shape, LayerNormOptions options = {});
+  Value rms_norm(Value x, std::vector<std::int64_t> normalized_shape, RMSNormOptions options = {});
+  Value group_norm(Value x, std::int64_t num_groups, GroupNormOptions options = {});
+  Value embedding(Value indices, std::int64_t num_embeddings, std::int64_t embedding_dim,
+                  EmbeddingOptions options = {});
+  Value dropout(Value x, double p = 0.5);
+  /// F.scaled_dot_product_attention(q, k, v).
+  Value attention(Value q, Value k, Value v, AttentionOptions options = {});
+
+  // ---- activations
+  Value relu(Value x);
+  Value leaky_relu(Value x, double negative_slope = 0.01);
+  Value gelu(Value x, GeluApproximate approximate = GeluApproximate::none);
+  Value silu(Value x);
+  Value sigmoid(Value x);
+  Value tanh(Value x);
+  Value softplus(Value x, double beta = 1, double threshold = 20);
+  Value elu(Value x, double alpha = 1);
+  Value hardswish(Value x);
+  Value softmax(Value x, std::int64_t axis = -1);
+  Value log_softmax(Value x, std::int64_t axis = -1);
+
+  // ---- arithmetic (broadcasting) and math
+  Value add(Value a, Value b);
+  Value sub(Value a, Value b);
+  Value mul(Value a, Value b);
+  Value div(Value a, Value b);
+  Value pow(Value a, Value b);
+  Value maximum(Value a, Value b);
+  Value minimum(Value a, Value b);
+  Value exp(Value x);
+  Value log(Value x);
+  Value sqrt(Value x);
+  Value abs(Value x);
+  Value neg(Value x);
+  Value reciprocal(Value x);
+
+  // ---- reductions over `axes` (empty: all)
+  Value sum(Value x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
+  Value mean(Value x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
+  /// torch.amax (the values only).
+  Value max(Value x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
+
+  // ---- shape ops
+  Value flatten(Value x, std::int64_t start_dim = 1, std::int64_t end_dim = -1);
+  Value reshape(Value x, std::vector<Dim> shape);
+  Value transpose(Value x, std::int64_t dim0, std::int64_t dim1);
+  Value permute(Value x, std::vector<std::int64_t> dims);
+  /// torch.cat.
+  Value concat(std::vector<Value> xs, std::int64_t axis = 0);
+  /// torch.split(x, sizes, axis): one Value per piece.
+  std::vector<Value> split(Value x, const std::vector<std::int64_t>& sizes, std::int64_t axis = 0);
+  /// torch.chunk: pieces of ceil(size / chunks), the last smaller; there may be fewer than
+  /// `chunks` (chunk of 5 into 4 gives sizes 2, 2, 1). On failure, `chunks` invalid Values.
+  std::vector<Value> chunk(Value x, std::int64_t chunks, std::int64_t axis = 0);
+  /// x[start:end:step] along `axis`.
+  Value slice(Value x, std::int64_t axis, std::optional<std::int64_t> start = std::nullopt,
+              std::optional<std::int64_t> end = std::nullopt, std::int64_t step = 1);
+  /// F.pad; `pads` from the last dim: {left, right, top, bottom, ...}.
+  Value pad(Value x, std::vector<std::int64_t> pads, PadMode mode = PadMode::constant, double value = 0);
+  /// Nearest-neighbour upsampling of [N, C, H, W].
+  Value upsample(Value x, double scale);
+  Value upsample(Value x, double scale_h, double scale_w);
+  Value cast(Value x, DType dtype);
+
+  // ---- state
+  /// Whether nothing has failed so far.
+  bool ok() const { return failures_.empty(); }
+  /// The type of `v`'s node; nullptr when `v` is invalid or not from this builder.
+  const TensorType* type_of(Value v) const;
+  /// The graph, or every recorded error in one Error (messages one per line, the first's code).
+  Result<Graph> build() &&;
+
+ private:
+  friend class Value;
+
+  struct PendingNode {
+    GraphOp op;
+    TensorType type;
+    std::vector<NodeId> inputs;
+    std::string name;
+  };
+  // A recorded error; "node '<node>' (<op>): " is prepended at build(), so that a failed Value
+  // renamed afterwards (b.linear(x, 10).named("fc2")) reports under its final name.
+  struct Failure {
+    Error error;
+    std::string node;  // empty: the message carries its own context
+    std::string op;
+    bool renamable = true;
+  };
+
+  // Whether `v` was made by this builder (and not before build() emptied it).
+  bool owns(const Value& v) const { return v.builder_ == this && (v.node_ == Value::none || v.node_ < nodes_.size()); }
+  std::string default_name(std::string_view op);
+  Value record(Error error, std::string node, std::string_view op, bool renamable = true);
+  void record(Error error);
+  std::optional<Value> unusable(std::span<const Value> inputs, std::string_view op, std::string name);
+  std::optional<Value> read_dim(Value x, std::int64_t axis, std::string_view op, std::string_view attribute,
+                                std::int64_t& size);
+  void rename(const Value& v, std::string name);
+  void add_output(std::string name, NodeId node);
+
+  std::vector<PendingNode> nodes_;
+  std::map<std::string, NodeId, std::less<>> names_;
+  std::map<std::string, std::size_t, std::less<>> counters_;
+  std::vector<NamedOutput> outputs_;
+  std::size_t output_calls_ = 0;
+  std::vector<Failure> failures_;
+};
+
+}  // namespace teeny
+
+namespace teeny {
+
+// ---- Value
+
+Value Value::named(std::string name) const {
+  if (builder_ != nullptr) builder_->rename(*this, std::move(name));
+  return *this;
+}
+
+std::string_view Value::name() const {
+  return builder_ != nullptr && builder_->type_of(*this) != nullptr ? std::string_view(builder_->nodes_[node_].name)
+                                                                    : "";
+}
+
+const TensorType* Value::type() const { return builder_ != nullptr ? builder_->type_of(*this) : nullptr; }
+
+// ---- bookkeeping
+
+std::string GraphBuilder::default_name(std::string_view op) {
+  auto it = counters_.find(op);
+  if (it == counters_.end()) it = counters_.emplace(std::string(op), 0).first;
+  for (;;) {
+    std::string candidate = cat(op, "_", it->second++);
+    if (!names_.contains(candidate)) return candidate;
+  }
+}
+
+Value GraphBuilder::record(Error error, std::string node, std::string_view op, bool renamable) {
+  failures_.push_back({std::move(error), std::move(node), std::string(op), renamable});
+  return Value(this, Value::none, failures_.size() - 1);
+}
+
+void GraphBuilder::record(Error error) { failures_.push_back({std::move(error), {}, {}, false}); }
+
+// An invalid Value when the inputs cannot be used: silently when one failed before (that failure
+// is the cause), with a recorded error when one is not from this builder.
+std::optional<Value> GraphBuilder::unusable(std::span<const Value> inputs, std::string_view op, std::string name) {
+  for (const Value& v : inputs) {
+    if (v.builder_ == this && v.node_ == Value::none) return Value(this, Value::none, Value::none);
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!owns(inputs[i])) {
+      if (name.empty()) name = default_name(op);
+      return record(fail(Errc::invalid_argument, "input ", i,
+                         " is not a value of this builder (default-constructed, or from another GraphBuilder)"),
+                    std::move(name), op);
+    }
+  }
+  return std::nullopt;
+}
+
+// For an attribute read off the input (Linear's in_features): sets `size` to dim `axis` (negative:
+// from the end) of x when x has that dim and it is concrete. When x is unusable or lacks the dim,
+// `size` stays as it is and the op's own checks report the problem; a symbolic dim is an error.
+std::optional<Value> GraphBuilder::read_dim(Value x, std::int64_t axis, std::string_view op, std::string_view attribute,
+                                            std::int64_t& size) {
+  const TensorType* t = type_of(x);
+  if (t == nullptr) return std::nullopt;
+  const auto rank = static_cast<std::int64_t>(t->shape.rank());
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  const Dim& d = t->shape[static_cast<std::size_t>(axis)];
+  if (d.is_concrete()) {
+    size = d.value;
+    return std::nullopt;
+  }
+  return record(fail(Errc::shape_mismatch, op, " reads ", attribute, " from dim ", axis, " of its input ", *t,
+                     ", which is symbolic ('", to_string(d), "')"),
+                default_name(op), op);
+}
+
+void GraphBuilder::rename(const Value& v, std::string name) {
+  if (!owns(v)) return;
+  if (v.node_ == Value::none) {
+    if (v.failure_ != Value::none && failures_[v.failure_].renamable) failures_[v.failure_].node = std::move(name);
+    return;
+  }
+  PendingNode& node = nodes_[v.node_];
+  if (name == node.name) return;
+  const std::string_view op = kind(node.op);
+  if (name.empty()) {
+    record(fail(Errc::invalid_argument, "cannot rename to an empty name"), node.name, op, false);
+    return;
+  }
+  if (auto it = names_.find(name); it != names_.end()) {
+    record(fail(Errc::duplicate, "cannot rename to '", name, "': the name is already used by node #", it->second, " (",
+                kind(nodes_[it->second].op), ")"),
+           node.name, op, false);
+    return;
+  }
+  names_.erase(node.name);
+  names_.emplace(name, v.node_);
+  node.name = std::move(name);
+}
+
+const TensorType* GraphBuilder::type_of(Value v) const {
+  if (!owns(v) || v.node_ == Value::none) return nullptr;
+  return &nodes_[v.node_].type;
+}
+
+// ---- graph interface
+
+Value GraphBuilder::add(GraphOp op, std::vector<Value> inputs, std::string name) {
+  const std::string_view label = kind(op);
+  if (auto bad = unusable(inputs, label, name)) return *bad;
+  if (name.empty()) {
+    name = default_name(label);
+  } else if (auto it = names_.find(name); it != names_.end()) {
+    Error used = fail(Errc::duplicate, "name '", name, "' is already used by node #", it->second, " (",
+                      kind(nodes_[it->second].op), ")");
+    return record(std::move(used), std::move(name), label, false);
+  }
+  std::vector<TensorType> types;
+  std::vector<NodeId> ids;
+  for (const Value& v : inputs) {
+    types.push_back(nodes_[v.node_].type);
+    ids.push_back(v.node_);
+  }
+  auto type = infer(op, types);
+  if (!type) return record(std::move(type).error(), std::move(name), label);
+  const NodeId id = nodes_.size();
+  names_.emplace(name, id);
+  nodes_.push_back({std::move(op), std::move(*type), std::move(ids), std::move(name)});
+  return Value(this, id, Value::none);
+}
+
+Value GraphBuilder::input(std::string name, DType dtype, Shape shape) {
+  if (name.empty()) {
+    return record(fail(Errc::invalid_argument, "a graph input needs a name"), default_name("input"), "input", false);
+  }
+  return add(Input{{dtype, std::move(shape)}}, {}, std::move(name));
+}
+
+void GraphBuilder::output(std::string name, Value value) {
+  ++output_calls_;
+  if (value.builder_ == this && value.node_ == Value::none) return;  // its failure is the cause
+  if (!owns(value)) {
+    record(fail(Errc::invalid_argument, "output '", name,
+                "': the value is not from this builder (default-constructed, or from another GraphBuilder)"));
+    return;
+  }
+  add_output(std::move(name), value.node_);
+}
+
+void GraphBuilder::output(std::string name, std::string_view node) {
+  ++output_calls_;
+  auto it = names_.find(node);
+  if (it == names_.end()) {
+    record(fail(Errc::not_found, "output '", name, "': there is no node named '", node, "'"));
+    return;
+  }
+  add_output(std::move(name), it->second);
+}
+
+void GraphBuilder::add_output(std::string name, NodeId node) {
+  if (name.empty()) {
+    record(fail(Errc::invalid_argument, "an output needs a name (node '", nodes_[node].name, "')"));
+    return;
+  }
+  for (const NamedOutput& o : outputs_) {
+    if (o.name == name) {
+      record(fail(Errc::duplicate, "output '", name, "' is declared twice (nodes '", nodes_[o.node].name, "' and '",
+                  nodes_[node].name, "')"));
+      return;
+    }
+  }
+  outputs_.push_back({std::move(name), node});
+}
+
+Result<Graph> GraphBuilder::build() && {
+  if (output_calls_ == 0) {
+    record(fail(Errc::invalid_argument, "a graph needs at least one output: call output(name, value)"));
+  }
+  if (!failures_.empty()) {
+    std::string message;
+    for (const Failure& f : failures_) {
+      if (!message.empty()) message += '\n';
+      if (!f.node.empty()) message += cat("node '", f.node, "' (", f.op, "): ");
+      message += f.error.message();
+    }
+    return Error(failures_.front().error.code(), std::move(message));
+  }
+  Dag<GraphNode> dag;
+  for (PendingNode& n : nodes_) {
+    auto id = dag.add(GraphNode{std::move(n.op), std::move(n.type)}, std::move(n.inputs), std::move(n.name));
+    if (!id) return fail(Errc::internal, "GraphBuilder produced an invalid DAG: ", id.error().message());
+  }
+  nodes_.clear();
+  names_.clear();
+  return Graph::from(std::move(dag), std::move(outputs_));
+}
+
+// ---- layers
+
+Value GraphBuilder::linear(Value x, std::int64_t out_features, bool bias) {
+  std::int64_t in_features = 1;
+  if (auto failed = read_dim(x, -1, Linear::kind, "in_features", in_features)) return *failed;
+  return add(Linear{in_features, out_features, bias}, {x});
+}
+
+Value GraphBuilder::matmul(Value a, Value b) { return add(MatMul{}, {a, b}); }
+
+Value GraphBuilder::conv1d(Value x, std::int64_t out_channels, std::int64_t kernel, Conv1dOptions o) {
+  std::int64_t in_channels = 1;
+  if (auto failed = read_dim(x, -2, Conv1d::kind, "in_channels", in_channels)) return *failed;
+  return add(Conv1d{in_channels, out_channels, kernel, o.stride, o.padding, o.dilation, o.groups, o.bias}, {x});
+}
+
+Value GraphBuilder::conv2d(Value x, std::int64_t out_channels, Size2 kernel, Conv2dOptions o) {
+  std::int64_t in_channels = 1;
+  if (auto failed = read_dim(x, -3, Conv2d::kind, "in_channels", in_channels)) return *failed;
+  return add(Conv2d{in_channels, out_channels, kernel, o.stride, o.padding, o.dilation, o.groups, o.bias}, {x});
+}
+
+Value GraphBuilder::max_pool2d(Value x, Size2 kernel, Pool2dOptions o) {
+  return add(MaxPool2d{kernel, o.stride, o.padding, o.dilation, o.ceil_mode}, {x});
+}
+
+Value GraphBuilder::avg_pool2d(Value x, Size2 kernel, AvgPool2dOptions o) {
+  return add(AvgPool2d{kernel, o.stride, o.padding, o.ceil_mode, o.count_include_pad, o.divisor_override}, {x});
+}
+
+Value GraphBuilder::adaptive_avg_pool2d(Value x, Size2 output_size) { return add(AdaptiveAvgPool2d{output_size}, {x}); }
+
+Value GraphBuilder::batch_norm1d(Value x, BatchNormOptions o) {
+  std::int64_t features = 1;
+  if (auto failed = read_dim(x, 1, "batch_norm1d", "num_features", features)) return *failed;
+  return add(BatchNorm{features, o.eps, o.momentum, o.affine, o.track_running_stats, 1}, {x});
+}
+
+Value GraphBuilder::batch_norm2d(Value x, BatchNormOptions o) {
+  std::int64_t features = 1;
+  if (auto failed = read_dim(x, 1, "batch_norm2d", "num_features", features)) return *failed;
+  return add(BatchNorm{features, o.eps, o.momentum, o.affine, o.track_running_stats, 2}, {x});
+}
+
+Value GraphBuilder::layer_norm(Value x, std::vector<std::int64_t> normalized_shape, LayerNormOptions o) {
+  return add(LayerNorm{std::move(normalized_shape), o.eps, o.elementwise_affine, o.bias}, {x});
+}
+
+Value GraphBuilder::rms_norm(Value x, std::vector<std::int64_t> normalized_shape, RMSNormOptions o) {
+  return add(RMSNorm{std::move(normalized_shape), o.eps, o.elementwise_affine}, {x});
+}
+
+Value GraphBuilder::group_norm(Value x, std::int64_t num_groups, GroupNormOptions o) {
+  std::int64_t channels = 1;
+  if (auto failed = read_dim(x, 1, GroupNorm::kind, "num_channels", channels)) return *failed;
+  return add(GroupNorm{num_groups, channels, o.eps, o.affine}, {x});
+}
+
+Value GraphBuilder::embedding(Value indices, std::int64_t num_embeddings, std::int64_t embedding_dim,
+                              EmbeddingOptions o) {
+  return add(Embedding{num_embeddings, embedding_dim, o.padding_idx, o.dtype}, {indices});
+}
+
+Value GraphBuilder::dropout(Value x, double p) { return add(Dropout{p}, {x}); }
+
+Value GraphBuilder::attention(Value q, Value k, Value v, AttentionOptions o) {
+  return add(Attention{o.causal, o.scale}, {q, k, v});
+}
+
+// ---- activations
+
+Value GraphBuilder::relu(Value x) { return add(ReLU{}, {x}); }
+Value GraphBuilder::leaky_relu(Value x, double negative_slope) { return add(LeakyReLU{negative_slope}, {x}); }
+Value GraphBuilder::gelu(Value x, GeluApproximate approximate) { return add(GELU{approximate}, {x}); }
+Value GraphBuilder::silu(Value x) { return add(SiLU{}, {x}); }
+Value GraphBuilder::sigmoid(Value x) { return add(Sigmoid{}, {x}); }
+Value GraphBuilder::tanh(Value x) { return add(Tanh{}, {x}); }
+Value GraphBuilder::softplus(Value x, double beta, double threshold) { return add(Softplus{beta, threshold}, {x}); }
+Value GraphBuilder::elu(Value x, double alpha) { return add(ELU{alpha}, {x}); }
+Value GraphBuilder::hardswish(Value x) { return add(Hardswish{}, {x}); }
+Value GraphBuilder::softmax(Value x, std::int64_t axis) { return add(Softmax{axis}, {x}); }
+Value GraphBuilder::log_softmax(Value x, std::int64_t axis) { return add(LogSoftmax{axis}, {x}); }
+
+// ---- arithmetic and math
+
+Value GraphBuilder::add(Value a, Value b) { return add(Binary{BinaryOp::add}, {a, b}); }
+Value GraphBuilder::sub(Value a, Value b) { return add(Binary{BinaryOp::sub}, {a, b}); }
+Value GraphBuilder::mul(Value a, Value b) { return add(Binary{BinaryOp::mul}, {a, b}); }
+Value GraphBuilder::div(Value a, Value b) { return add(Binary{BinaryOp::div}, {a, b}); }
+Value GraphBuilder::pow(Value a, Value b) { return add(Binary{BinaryOp::pow}, {a, b}); }
+Value GraphBuilder::maximum(Value a, Value b) { return add(Binary{BinaryOp::maximum}, {a, b}); }
+Value GraphBuilder::minimum(Value a, Value b) { return add(Binary{BinaryOp::minimum}, {a, b}); }
+Value GraphBuilder::exp(Value x) { return add(Unary{UnaryOp::exp}, {x}); }
+Value GraphBuilder::log(Value x) { return add(Unary{UnaryOp::log}, {x}); }
+Value GraphBuilder::sqrt(Value x) { return add(Unary{UnaryOp::sqrt}, {x}); }
+Value GraphBuilder::abs(Value x) { return add(Unary{UnaryOp::abs}, {x}); }
+Value GraphBuilder::neg(Value x) { return add(Unary{UnaryOp::neg}, {x}); }
+Value GraphBuilder::reciprocal(Value x) { return add(Unary{UnaryOp::reciprocal}, {x}); }
+
+Value GraphBuilder::sum(Value x, std::vector<std::int64_t> axes, bool keepdim) {
+  return add(Reduce{ReduceOp::sum, std::move(axes), keepdim}, {x});
+}
+Value GraphBuilder::mean(Value x, std::vector<std::int64_t> axes, bool keepdim) {
+  return add(Reduce{ReduceOp::mean, std::move(axes), keepdim}, {x});
+}
+Value GraphBuilder::max(Value x, std::vector<std::int64_t> axes, bool keepdim) {
+  return add(Reduce{ReduceOp::max, std::move(axes), keepdim}, {x});
+}
+
+// ---- shape ops
+
+Value GraphBuilder::flatten(Value x, std::int64_t start_dim, std::int64_t end_dim) {
+  return add(Flatten{start_dim, end_dim}, {x});
+}
+Value GraphBuilder::reshape(Value x, std::vector<Dim> shape) { return add(Reshape{std::move(shape)}, {x}); }
+Value GraphBuilder::transpose(Value x, std::int64_t dim0, std::int64_t dim1) { return add(Transpose{dim0, dim1}, {x}); }
+Value GraphBuilder::permute(Value x, std::vector<std::int64_t> dims) { return add(Permute{std::move(dims)}, {x}); }
+Value GraphBuilder::concat(std::vector<Value> xs, std::int64_t axis) { return add(Concat{axis}, std::move(xs)); }
+
+std::vector<Value> GraphBuilder::split(Value x, const std::vector<std::int64_t>& sizes, std::int64_t axis) {
+  const std::size_t count = sizes.empty() ? 1 : sizes.size();
+  if (auto bad = unusable(std::span(&x, 1), Split::kind, {})) return std::vector<Value>(count, *bad);
+  if (sizes.empty()) {
+    return {
+        record(fail(Errc::invalid_argument, "split needs at least one size"), default_name(Split::kind), Split::kind)};
+  }
+  std::vector<Value> pieces;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const Value piece = add(Split{axis, sizes, static_cast<std::int64_t>(i)}, {x});
+    if (!piece.valid()) return std::vector<Value>(count, piece);  // the first piece already says why
+    pieces.push_back(piece);
+  }
+  return pieces;
+}
+
+std::vector<Value> GraphBuilder::chunk(Value x, std::int64_t chunks, std::int64_t axis) {
+  const std::size_t count = chunks > 0 ? static_cast<std::size_t>(chunks) : 1;
+  if (auto bad = unusable(std::span(&x, 1), Split::kind, {})) return std::vector<Value>(count, *bad);
+  auto invalid = [&](Error e) {
+    return std::vector<Value>(count, record(std::move(e), default_name("chunk"), "chunk"));
+  };
+  if (chunks <= 0) return invalid(fail(Errc::invalid_argument, "chunks must be positive, got ", chunks));
+  const TensorType& t = nodes_[x.node_].type;
+  auto ax = normalize_axis(axis, t.shape.rank());
+  if (!ax) return invalid(std::move(ax).error());
+  const Dim& d = t.shape[*ax];
+  if (d.is_symbolic()) {
+    return invalid(fail(Errc::shape_mismatch, "cannot chunk dim ", *ax, " of input ", t, ": its size '", to_string(d),
+                        "' is symbolic"));
+  }
+  // PyTorch's chunk: pieces of ceil(n / chunks); a zero-sized dim still gives `chunks` pieces.
+  const std::int64_t n = d.value;
+  const std::int64_t piece = (n + chunks - 1) / chunks;
+  std::vector<std::int64_t> sizes;
+  if (piece == 0) {
+    sizes.assign(count, 0);
+  } else {
+    const std::int64_t pieces = (n + piece - 1) / piece;
+    sizes.assign(static_cast<std::size_t>(pieces), piece);
+    sizes.back() = n - piece * (pieces - 1);
+  }
+  return split(x, sizes, axis);
+}
+
+Value GraphBuilder::slice(Value x, std::int64_t axis, std::optional<std::int64_t> start,
+                          std::optional<std::int64_t> end, std::int64_t step) {
+  return add(Slice{axis, start, end, step}, {x});
+}
+
+Value GraphBuilder::pad(Value x, std::vector<std::int64_t> pads, PadMode mode, double value) {
+  return add(Pad{std::move(pads), mode, value}, {x});
+}
+
+Value GraphBuilder::upsample(Value x, double scale) { return upsample(x, scale, scale); }
+Value GraphBuilder::upsample(Value x, double scale_h, double scale_w) {
+  return add(Upsample{scale_h, scale_w, UpsampleMode::nearest}, {x});
+}
+
+Value GraphBuilder::cast(Value x, DType dtype) { return add(Cast{dtype}, {x}); }
+
+}  // namespace teeny

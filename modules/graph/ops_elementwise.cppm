@@ -1,0 +1,342 @@
+// teeny.graph:ops_elementwise — ops that work element by element or along one axis: activations
+// (PyTorch's torch.nn modules and their defaults), softmax, broadcasting binary arithmetic, unary
+// math, and reductions.
+//
+//   ReLU{}                        f32[batch, 512] -> f32[batch, 512]; i64 input: an error naming i64
+//   Binary{BinaryOp::add}         f32[2, 1, 4] + f32[3, 1] -> f32[2, 3, 4]     (kind: "add")
+//   Reduce{ReduceOp::mean, {1}}   f32[batch, 10, 64] -> f32[batch, 64]         (kind: "mean")
+module;
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+export module teeny.graph:ops_elementwise;
+import teeny.core;
+import :tensor_type;
+import :concepts;
+import :rules;
+
+#define TEENY_GRAPH_TRY(...) \
+  if (auto teeny_try_result = (__VA_ARGS__); !teeny_try_result) return std::move(teeny_try_result).error()
+
+// `{}` on members keeps designated initialisers that omit them warning-free (see :concepts).
+// NOLINTBEGIN(readability-redundant-member-init)
+export namespace teeny {
+
+// ---- activations (float-only, shape-preserving) ------------------------------------------------
+
+/// max(x, 0).
+struct ReLU {
+  static constexpr std::string_view kind = "relu";
+  static constexpr Arity arity{1, 1};
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const ReLU&, const ReLU&) = default;
+};
+static_assert(GraphOpType<ReLU>);
+
+/// x for x >= 0, negative_slope * x otherwise.
+struct LeakyReLU {
+  static constexpr std::string_view kind = "leaky_relu";
+  static constexpr Arity arity{1, 1};
+  double negative_slope = 0.01;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const LeakyReLU&, const LeakyReLU&) = default;
+};
+static_assert(GraphOpType<LeakyReLU>);
+
+/// How GELU evaluates the Gaussian CDF: exactly (erf) or with PyTorch's tanh approximation.
+enum class GeluApproximate : std::uint8_t { none, tanh };
+constexpr std::string_view name(GeluApproximate a) { return a == GeluApproximate::tanh ? "tanh" : "none"; }
+
+/// x * Phi(x).
+struct GELU {
+  static constexpr std::string_view kind = "gelu";
+  static constexpr Arity arity{1, 1};
+  GeluApproximate approximate = GeluApproximate::none;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const GELU&, const GELU&) = default;
+};
+static_assert(GraphOpType<GELU>);
+
+/// x * sigmoid(x) (a.k.a. swish).
+struct SiLU {
+  static constexpr std::string_view kind = "silu";
+  static constexpr Arity arity{1, 1};
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const SiLU&, const SiLU&) = default;
+};
+static_assert(GraphOpType<SiLU>);
+
+/// 1 / (1 + exp(-x)).
+struct Sigmoid {
+  static constexpr std::string_view kind = "sigmoid";
+  static constexpr Arity arity{1, 1};
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const Sigmoid&, const Sigmoid&) = default;
+};
+static_assert(GraphOpType<Sigmoid>);
+
+/// tanh(x).
+struct Tanh {
+  static constexpr std::string_view kind = "tanh";
+  static constexpr Arity arity{1, 1};
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const Tanh&, const Tanh&) = default;
+};
+static_assert(GraphOpType<Tanh>);
+
+/// log(1 + exp(beta * x)) / beta; the identity where beta * x > threshold.
+struct Softplus {
+  static constexpr std::string_view kind = "softplus";
+  static constexpr Arity arity{1, 1};
+  double beta = 1;
+  double threshold = 20;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const Softplus&, const Softplus&) = default;
+};
+static_assert(GraphOpType<Softplus>);
+
+/// x for x > 0, alpha * (exp(x) - 1) otherwise.
+struct ELU {
+  static constexpr std::string_view kind = "elu";
+  static constexpr Arity arity{1, 1};
+  double alpha = 1;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const ELU&, const ELU&) = default;
+};
+static_assert(GraphOpType<ELU>);
+
+/// x * relu6(x + 3) / 6.
+struct Hardswish {
+  static constexpr std::string_view kind = "hardswish";
+  static constexpr Arity arity{1, 1};
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const Hardswish&, const Hardswish&) = default;
+};
+static_assert(GraphOpType<Hardswish>);
+
+/// exp(x) / sum(exp(x)) along `axis` (negative counts from the end).
+struct Softmax {
+  static constexpr std::string_view kind = "softmax";
+  static constexpr Arity arity{1, 1};
+  std::int64_t axis = -1;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const Softmax&, const Softmax&) = default;
+};
+static_assert(GraphOpType<Softmax>);
+
+/// log(softmax(x)) along `axis`, computed stably.
+struct LogSoftmax {
+  static constexpr std::string_view kind = "log_softmax";
+  static constexpr Arity arity{1, 1};
+  std::int64_t axis = -1;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const LogSoftmax&, const LogSoftmax&) = default;
+};
+static_assert(GraphOpType<LogSoftmax>);
+
+// ---- arithmetic ------------------------------------------------------------------------------------
+
+enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
+constexpr std::string_view name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "add";
+    case BinaryOp::sub: return "sub";
+    case BinaryOp::mul: return "mul";
+    case BinaryOp::div: return "div";
+    case BinaryOp::pow: return "pow";
+    case BinaryOp::maximum: return "maximum";
+    case BinaryOp::minimum: return "minimum";
+  }
+  return "binary";
+}
+
+/// Element-wise a (op) b with NumPy/PyTorch broadcasting; both inputs have the same dtype (no
+/// implicit promotion: cast first). bool is rejected, and div of integers too (PyTorch's true
+/// division would silently promote to float).
+struct Binary {
+  static constexpr std::string_view kind = "binary";
+  static constexpr Arity arity{2, 2};
+  BinaryOp op = BinaryOp::add;
+  std::string_view name() const { return teeny::name(op); }
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const Binary&, const Binary&) = default;
+};
+static_assert(GraphOpWithName<Binary>);
+
+enum class UnaryOp : std::uint8_t { exp, log, sqrt, abs, neg, reciprocal };
+constexpr std::string_view name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::exp: return "exp";
+    case UnaryOp::log: return "log";
+    case UnaryOp::sqrt: return "sqrt";
+    case UnaryOp::abs: return "abs";
+    case UnaryOp::neg: return "neg";
+    case UnaryOp::reciprocal: return "reciprocal";
+  }
+  return "unary";
+}
+
+/// Element-wise math: exp, log, sqrt and reciprocal need floats; abs and neg any numeric dtype.
+struct Unary {
+  static constexpr std::string_view kind = "unary";
+  static constexpr Arity arity{1, 1};
+  UnaryOp op = UnaryOp::exp;
+  std::string_view name() const { return teeny::name(op); }
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const Unary&, const Unary&) = default;
+};
+static_assert(GraphOpWithName<Unary>);
+
+// ---- reductions ------------------------------------------------------------------------------------
+
+enum class ReduceOp : std::uint8_t { sum, mean, max };
+constexpr std::string_view name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::mean: return "mean";
+    case ReduceOp::max: return "max";
+  }
+  return "reduce";
+}
+
+/// Reduces `axes` (all when empty), keeping them as size 1 when keepdim. As in PyTorch, sum of
+/// an integer or bool tensor is i64, mean needs floats, max keeps the dtype.
+struct Reduce {
+  static constexpr std::string_view kind = "reduce";
+  static constexpr Arity arity{1, 1};
+  ReduceOp op = ReduceOp::sum;
+  std::vector<std::int64_t> axes{};  // empty: every axis
+  bool keepdim = false;
+  std::string_view name() const { return teeny::name(op); }
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const Reduce&, const Reduce&) = default;
+};
+static_assert(GraphOpWithName<Reduce>);
+
+}  // namespace teeny
+// NOLINTEND(readability-redundant-member-init)
+
+export namespace teeny {
+inline std::string to_string(GeluApproximate a) { return std::string(name(a)); }
+inline std::string to_string(BinaryOp op) { return std::string(name(op)); }
+inline std::string to_string(UnaryOp op) { return std::string(name(op)); }
+inline std::string to_string(ReduceOp op) { return std::string(name(op)); }
+}  // namespace teeny
+
+// ---- implementation -----------------------------------------------------------------------------
+
+namespace teeny {
+using namespace graph_detail;
+
+namespace graph_detail {
+Result<TensorType> same_float(std::span<const TensorType> inputs) {
+  TEENY_GRAPH_TRY(require_float(inputs[0]));
+  return inputs[0];
+}
+
+// Like normalize_axis, but a scalar accepts axis 0 and -1 (as PyTorch's softmax does).
+Result<std::size_t> activation_axis(std::int64_t axis, std::size_t rank) {
+  return normalize_axis(axis, rank == 0 ? 1 : rank);
+}
+}  // namespace graph_detail
+
+Result<TensorType> ReLU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> LeakyReLU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> GELU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> SiLU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> Sigmoid::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> Tanh::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> ELU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> Hardswish::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+
+Result<TensorType> Softplus::infer(std::span<const TensorType> inputs) const {
+  if (beta == 0) return fail(Errc::invalid_argument, "beta must not be zero");
+  return same_float(inputs);
+}
+
+Result<TensorType> Softmax::infer(std::span<const TensorType> inputs) const {
+  TEENY_GRAPH_TRY(require_float(inputs[0]));
+  TEENY_GRAPH_TRY(activation_axis(axis, inputs[0].shape.rank()));
+  return inputs[0];
+}
+
+Result<TensorType> LogSoftmax::infer(std::span<const TensorType> inputs) const {
+  TEENY_GRAPH_TRY(require_float(inputs[0]));
+  TEENY_GRAPH_TRY(activation_axis(axis, inputs[0].shape.rank()));
+  return inputs[0];
+}
+
+std::string LeakyReLU::attributes() const { return attrs({{"negative_slope", fmt(negative_slope)}}); }
+std::string GELU::attributes() const { return attrs({{"approximate", to_string(approximate)}}); }
+std::string Softplus::attributes() const { return attrs({{"beta", fmt(beta)}, {"threshold", fmt(threshold)}}); }
+std::string ELU::attributes() const { return attrs({{"alpha", fmt(alpha)}}); }
+std::string Softmax::attributes() const { return attrs({{"axis", fmt(axis)}}); }
+std::string LogSoftmax::attributes() const { return attrs({{"axis", fmt(axis)}}); }
+
+Result<TensorType> Binary::infer(std::span<const TensorType> inputs) const {
+  const TensorType& a = inputs[0];
+  const TensorType& b = inputs[1];
+  TEENY_GRAPH_TRY(require_same_dtype(a, b));
+  TEENY_GRAPH_TRY(require_numeric(a));
+  if (op == BinaryOp::div && !is_floating(a.dtype)) {
+    return fail(Errc::dtype_mismatch, "div of ", teeny::name(a.dtype),
+                " tensors is not supported: PyTorch's true division would promote them to float; cast first");
+  }
+  auto shape = broadcast_shapes(a.shape, b.shape);
+  if (!shape) return std::move(shape).error();
+  return TensorType{a.dtype, std::move(*shape)};
+}
+
+Result<TensorType> Unary::infer(std::span<const TensorType> inputs) const {
+  if (op == UnaryOp::abs || op == UnaryOp::neg) {
+    TEENY_GRAPH_TRY(require_numeric(inputs[0]));
+  } else {
+    TEENY_GRAPH_TRY(require_float(inputs[0]));
+  }
+  return inputs[0];
+}
+
+Result<TensorType> Reduce::infer(std::span<const TensorType> inputs) const {
+  const TensorType& x = inputs[0];
+  const std::size_t rank = x.shape.rank();
+  if (op == ReduceOp::mean) TEENY_GRAPH_TRY(require_float(x));
+  std::vector<bool> reduced(rank, axes.empty());
+  for (std::int64_t a : axes) {
+    auto axis = normalize_axis(a, rank);
+    if (!axis) return std::move(axis).error();
+    if (reduced[*axis]) return fail(Errc::invalid_argument, "axis ", *axis, " appears twice in axes ", fmt(axes));
+    reduced[*axis] = true;
+  }
+  std::vector<Dim> dims;
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (!reduced[i]) {
+      dims.push_back(x.shape[i]);
+    } else if (keepdim) {
+      dims.emplace_back(1);
+    }
+  }
+  const DType dtype = op == ReduceOp::sum && !is_floating(x.dtype) ? DType::i64 : x.dtype;
+  return TensorType{dtype, Shape(std::move(dims))};
+}
+
+std::string Reduce::attributes() const { return attrs({{"axes", fmt(axes)}, {"keepdim", fmt(keepdim)}}); }
+
+}  // namespace teeny
