@@ -1,0 +1,157 @@
+// teeny.io:idx — reads IDX arrays, the format of MNIST and Fashion-MNIST, raw or gzip-compressed.
+//
+// An IDX file is two zero bytes, a type code (0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32,
+// 0x0E f64), the number of dims, each dim as a big-endian u32, then the big-endian elements in
+// row-major order.
+//
+//   auto labels = read_idx("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
+//   labels->dtype == DType::u8;  labels->shape == ConcreteShape{10000};
+//   auto v = labels->data.view<std::uint8_t>();
+module;
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+export module teeny.io:idx;
+import teeny.core;
+
+export namespace teeny {
+
+/// An IDX array: its element type and shape, and the elements (native byte order).
+struct IdxArray {
+  DType dtype = DType::u8;
+  ConcreteShape shape;
+  Tensor data;
+};
+
+/// Reads an IDX file, gzip-compressed or not (detected from its content). Errors name the file:
+/// missing (Errc::not_found), unreadable or corrupt gzip (io), wrong magic, unknown type code, more
+/// than 8 dims, or a size that does not match the dims (parse).
+Result<IdxArray> read_idx(const std::string& path);
+
+}  // namespace teeny
+
+namespace teeny::io_detail {
+
+std::optional<DType> idx_dtype(unsigned code) {
+  switch (code) {
+    case 0x08: return DType::u8;
+    case 0x09: return DType::i8;
+    case 0x0B: return DType::i16;
+    case 0x0C: return DType::i32;
+    case 0x0D: return DType::f32;
+    case 0x0E: return DType::f64;
+    default: return std::nullopt;
+  }
+}
+
+/// The whole (decompressed) content of a file.
+Result<std::vector<unsigned char>> read_whole(const std::string& path) {
+  struct stat info{};
+  if (::stat(path.c_str(), &info) != 0) {
+    const int err = errno;
+    return fail(err == ENOENT ? Errc::not_found : Errc::io, "cannot open: ", std::strerror(err));
+  }
+  if (S_ISDIR(info.st_mode)) return fail(Errc::io, "is a directory, not a file");
+  gzFile file = gzopen(path.c_str(), "rb");  // reads plain files unchanged
+  if (file == nullptr) return fail(Errc::io, "cannot open: ", std::strerror(errno != 0 ? errno : ENOMEM));
+  std::vector<unsigned char> bytes;
+  constexpr unsigned chunk = 1u << 20;
+  while (true) {
+    const std::size_t have = bytes.size();
+    bytes.resize(have + chunk);
+    const int n = gzread(file, bytes.data() + have, chunk);
+    if (n < 0) {
+      int code = 0;
+      const std::string why = gzerror(file, &code);
+      gzclose(file);
+      return fail(Errc::io, "cannot read: ", why);
+    }
+    bytes.resize(have + static_cast<std::size_t>(n));
+    if (n == 0) break;
+  }
+  int code = Z_OK;
+  const std::string why = gzerror(file, &code);
+  gzclose(file);
+  if (code != Z_OK && code != Z_STREAM_END) return fail(Errc::io, "corrupt or truncated gzip data: ", why);
+  return bytes;
+}
+
+}  // namespace teeny::io_detail
+
+namespace teeny {
+
+Result<IdxArray> read_idx(const std::string& path) {
+  const std::string where = cat("IDX file '", path, "'");
+  auto content = io_detail::read_whole(path);
+  if (!content) return std::move(content).error().context(where);
+  const std::vector<unsigned char>& bytes = *content;
+  if (bytes.size() < 4) {
+    return fail(Errc::parse, "truncated: ", bytes.size(), " bytes, fewer than the 4-byte magic").context(where);
+  }
+  if (bytes[0] != 0 || bytes[1] != 0) {
+    return fail(Errc::parse, "wrong magic: an IDX file starts with two zero bytes, this one with ",
+                static_cast<unsigned>(bytes[0]), " and ", static_cast<unsigned>(bytes[1]), " (not an IDX file?)")
+        .context(where);
+  }
+  const auto dtype = io_detail::idx_dtype(bytes[2]);
+  if (!dtype) {
+    return fail(Errc::parse, "unknown type code ", static_cast<unsigned>(bytes[2]),
+                " (supported: 8 u8, 9 i8, 11 i16, 12 i32, 13 f32, 14 f64)")
+        .context(where);
+  }
+  const std::size_t rank = bytes[3];
+  if (rank > max_rank) {
+    return fail(Errc::parse, "header says ", rank, " dims; at most ", max_rank, " are supported").context(where);
+  }
+  const std::size_t header = 4 + 4 * rank;
+  if (bytes.size() < header) {
+    return fail(Errc::parse, "truncated: ", bytes.size(), " bytes, fewer than the ", header, "-byte header of ", rank,
+                " dims")
+        .context(where);
+  }
+  ConcreteShape shape;
+  std::uint64_t numel = 1;
+  bool overflow = false;
+  for (std::size_t i = 0; i < rank; ++i) {
+    const unsigned char* p = bytes.data() + 4 + 4 * i;
+    const std::uint32_t dim =
+        (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+    shape.push_back(dim);
+    overflow = overflow || __builtin_mul_overflow(numel, dim, &numel);
+  }
+  const std::size_t element = size_of(*dtype);
+  std::uint64_t needed = 0;
+  overflow = overflow || __builtin_mul_overflow(numel, element, &needed);
+  const std::size_t have = bytes.size() - header;
+  if (overflow || needed != have) {
+    return fail(Errc::parse, "dims ", shape, " of ", *dtype, " need ",
+                overflow ? std::string("more bytes than any file holds") : cat(needed, " bytes of data"),
+                ", the file has ", have,
+                needed > have || overflow ? " (truncated, or absurd dims)" : " (trailing bytes)")
+        .context(where);
+  }
+  auto tensor = Tensor::zeros(*dtype, shape);
+  if (!tensor) return std::move(tensor).error().context(where);
+  std::byte* out = tensor->data();
+  const unsigned char* in = bytes.data() + header;
+  if (element == 1 && have != 0) std::memcpy(out, in, have);
+  for (std::size_t i = 0; element > 1 && i < have; i += element) {  // big-endian to native
+    for (std::size_t b = 0; b < element; ++b) {
+      const std::size_t from = std::endian::native == std::endian::little ? element - 1 - b : b;
+      out[i + b] = static_cast<std::byte>(in[i + from]);
+    }
+  }
+  return IdxArray{*dtype, shape, std::move(*tensor)};
+}
+
+}  // namespace teeny
