@@ -1,3 +1,9 @@
 // teeny — the umbrella module: `import teeny;` gives the whole public API.
 export module teeny;
 export import teeny.core;
+export import teeny.graph;
+export import teeny.model;
+export import teeny.io;
+export import teeny.ops;
+export import teeny.runtime;
+export import teeny.cpu;

@@ -6,9 +6,7 @@ export import :launch;
 export import :args;
 export import :runtime_op;
 export import :executable_op;
-#if TEENY_HAS_GRAPH_PLACEHOLDER_NEVER
 export import :lowering;
-#endif
 export import :model_concept;
 #if TEENY_TRAINING
 export import :backward_op;

@@ -1,0 +1,38 @@
+// teeny.cpu — the CPU backend: a context (thread pool) and one kernel per standard op, found by the
+// execution plan as prepare_kernel(op, args, CpuContext&) / run_kernel(op, args, state, CpuContext&).
+//
+//   auto model = load_cpu(graph, {{"batch", 64}}, {.threads = 2});   // Result<CpuModel>
+module;
+#include <utility>
+export module teeny.cpu;
+export import :context;
+export import :elementwise;
+export import :linear;
+export import :shape;
+import teeny.core;
+import teeny.graph;
+import teeny.model;
+import teeny.ops;
+import teeny.runtime;
+
+export namespace teeny {
+
+/// A model loaded on the CPU with the standard f32 ops.
+using CpuModel = LoadedModel<CpuContext, standard_ops<float>>;
+
+/// Lowers `graph` with the standard lowering and loads it on the CPU for the sizes in `dims`.
+inline Result<CpuModel> load_cpu(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
+  auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::inference);
+  if (!lowered) return std::move(lowered).error();
+  return CpuModel::load(graph, std::move(*lowered), CpuContext(options), dims);
+}
+}  // namespace teeny
+
+// The CPU backend has a kernel for every standard op (LoadedModel checks the whole set too).
+namespace teeny {
+static_assert(KernelFor<CpuContext, linear_op<float>>);
+static_assert(KernelFor<CpuContext, matmul_op<float>>);
+static_assert(KernelFor<CpuContext, unary_op<float>>);
+static_assert(KernelFor<CpuContext, binary_op<float>>);
+static_assert(KernelFor<CpuContext, reshape_op<float>>);
+}  // namespace teeny

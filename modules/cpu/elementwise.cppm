@@ -1,0 +1,112 @@
+// teeny.cpu:elementwise — CPU kernels of unary_op and binary_op (broadcasting), and the in-place
+// activation the GEMM epilogue falls back on. The per-element math is kernels/math/elementwise.hpp.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "math/elementwise.hpp"
+export module teeny.cpu:elementwise;
+import teeny.core;
+import teeny.model;
+import teeny.ops;
+import :context;
+
+export namespace teeny {
+
+Result<NoState> prepare_kernel(const unary_op<float>& op, const UnaryArgs<float>& args, CpuContext& cpu);
+void run_kernel(const unary_op<float>& op, const UnaryArgs<float>& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_kernel(const binary_op<float>& op, const BinaryArgs<float>& args, CpuContext& cpu);
+void run_kernel(const binary_op<float>& op, const BinaryArgs<float>& args, NoState& state, CpuContext& cpu);
+
+/// y = fn(y) over a contiguous view, in parallel chunks.
+void apply_unary_inplace(const TensorView<float>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu);
+
+}  // namespace teeny
+
+namespace teeny {
+namespace {
+constexpr std::int64_t chunk = 1 << 14;  // elements per task: big enough to amortise a wake-up
+
+// Calls body.template operator()<F>() with the function as a compile-time constant, so the
+// per-element switch folds away and the loop vectorises.
+template <class Body>
+void with_unary(UnaryFn fn, Body&& body) {
+  switch (fn) {
+    case UnaryFn::relu: return body.template operator()<UnaryFn::relu>();
+    case UnaryFn::leaky_relu: return body.template operator()<UnaryFn::leaky_relu>();
+    case UnaryFn::gelu_erf: return body.template operator()<UnaryFn::gelu_erf>();
+    case UnaryFn::gelu_tanh: return body.template operator()<UnaryFn::gelu_tanh>();
+    case UnaryFn::silu: return body.template operator()<UnaryFn::silu>();
+    case UnaryFn::sigmoid: return body.template operator()<UnaryFn::sigmoid>();
+    case UnaryFn::tanh: return body.template operator()<UnaryFn::tanh>();
+    case UnaryFn::softplus: return body.template operator()<UnaryFn::softplus>();
+    case UnaryFn::elu: return body.template operator()<UnaryFn::elu>();
+    case UnaryFn::hardswish: return body.template operator()<UnaryFn::hardswish>();
+    case UnaryFn::exp: return body.template operator()<UnaryFn::exp>();
+    case UnaryFn::log: return body.template operator()<UnaryFn::log>();
+    case UnaryFn::sqrt: return body.template operator()<UnaryFn::sqrt>();
+    case UnaryFn::abs: return body.template operator()<UnaryFn::abs>();
+    case UnaryFn::neg: return body.template operator()<UnaryFn::neg>();
+    case UnaryFn::reciprocal: return body.template operator()<UnaryFn::reciprocal>();
+  }
+}
+
+void unary_map(const float* x, float* y, std::int64_t n, UnaryFn fn, UnaryParams params, CpuContext& cpu) {
+  const auto tasks = static_cast<std::size_t>((n + chunk - 1) / chunk);
+  with_unary(fn, [&]<UnaryFn F>() {
+    cpu.pool().parallel_for(tasks, [&](std::size_t task) {
+      const std::int64_t begin = static_cast<std::int64_t>(task) * chunk;
+      const std::int64_t end = std::min(n, begin + chunk);
+      for (std::int64_t i = begin; i < end; ++i) y[i] = math::apply_unary(F, x[i], params);
+    });
+  });
+}
+}  // namespace
+
+void apply_unary_inplace(const TensorView<float>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu) {
+  unary_map(y.data, y.data, y.numel(), fn, params, cpu);
+}
+
+Result<NoState> prepare_kernel(const unary_op<float>&, const UnaryArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const unary_op<float>&, const UnaryArgs<float>& args, NoState&, CpuContext& cpu) {
+  unary_map(args.x.data, args.y.data, args.y.numel(), args.fn, args.params, cpu);
+}
+
+Result<NoState> prepare_kernel(const binary_op<float>&, const BinaryArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const binary_op<float>&, const BinaryArgs<float>& args, NoState&, CpuContext& cpu) {
+  // y is contiguous; a and b are read through broadcast strides. Rows of the last dim are the unit
+  // of work: each task finds its rows' starting offsets in a and b, then runs along the row.
+  const ConcreteShape& shape = args.y.shape;
+  const std::size_t rank = shape.rank();
+  const std::int64_t inner = rank == 0 ? 1 : shape[rank - 1];
+  const std::int64_t rows = inner == 0 ? 0 : shape.numel() / inner;
+  const std::int64_t sa = rank == 0 ? 0 : args.a.strides[rank - 1];
+  const std::int64_t sb = rank == 0 ? 0 : args.b.strides[rank - 1];
+  const std::int64_t rows_per_task = std::max<std::int64_t>(1, chunk / std::max<std::int64_t>(inner, 1));
+  const auto tasks = static_cast<std::size_t>((rows + rows_per_task - 1) / rows_per_task);
+  const BinaryFn fn = args.fn;
+  cpu.pool().parallel_for(tasks, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * rows_per_task;
+    const std::int64_t last = std::min(rows, first + rows_per_task);
+    for (std::int64_t row = first; row < last; ++row) {
+      std::int64_t rest = row;
+      std::int64_t oa = 0;
+      std::int64_t ob = 0;
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        const std::int64_t coordinate = rest % shape[d];
+        rest /= shape[d];
+        oa += coordinate * args.a.strides[d];
+        ob += coordinate * args.b.strides[d];
+      }
+      const float* a = args.a.data + oa;
+      const float* b = args.b.data + ob;
+      float* y = args.y.data + row * inner;
+      for (std::int64_t j = 0; j < inner; ++j) y[j] = math::apply_binary(fn, a[j * sa], b[j * sb]);
+    }
+  });
+}
+
+}  // namespace teeny

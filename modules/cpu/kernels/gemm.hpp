@@ -1,0 +1,141 @@
+// Single-precision GEMM for the CPU backend: C = op(A) * op(B) (+ C) (+ bias), then an activation.
+//
+// Row-major throughout: C is M x N with row stride ldc, op(A) is M x K and op(B) is K x N. A
+// transposed operand is stored the other way round (trans_b = true: B is an N x K matrix, which is
+// exactly a PyTorch Linear weight, y = x * W^T). Kernels are chosen at run time from the CPU's
+// instruction set (AVX-512, AVX2+FMA or portable C++), blocked for the caches and parallelised
+// over M and N with a ThreadPool. A constant operand (a layer's weight) can be packed once into
+// the kernels' layout with pack_a / pack_b.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "thread_pool.hpp"
+
+namespace teeny::cpu {
+
+// ---- Instruction set selection ----------------------------------------------------------------
+
+enum class Isa : std::uint8_t { portable, avx2, avx512 };
+
+// The best instruction set this CPU (and OS) supports. avx2 means AVX2 + FMA; avx512 means
+// AVX-512 F/BW/DQ/VL.
+Isa detected_isa();
+
+// The instruction set the kernels use: detected_isa(), lowered by the TEENY_CPU_ISA environment
+// variable (portable | avx2 | avx512, read once) or by set_isa.
+Isa active_isa();
+
+// Selects the kernels' instruction set, clamped to the best one that both the CPU and this build
+// support (an unknown TEENY_CPU_ISA value selects that one too); returns the one now active.
+// Not synchronised with running GEMMs: call it between them.
+Isa set_isa(Isa isa);
+
+const char* isa_name(Isa isa);
+
+// ---- Epilogue ---------------------------------------------------------------------------------
+
+enum class Activation : std::uint8_t { none, relu, leaky_relu, gelu_erf, gelu_tanh, silu, sigmoid, tanh };
+
+enum class BiasAxis : std::uint8_t {
+  column,  // bias[n] is added to C[m][n] (Linear: one bias per output feature)
+  row,     // bias[m] is added to C[m][n] (convolution as W[O, C*kh*kw] x columns)
+};
+
+// Applied to every element of C in this order: C = (accumulate ? C : 0) + op(A)*op(B);
+// C += bias; C = activation(C).
+struct Epilogue {
+  const float* bias = nullptr;
+  BiasAxis bias_axis = BiasAxis::column;
+  Activation activation = Activation::none;
+  float slope = 0.01f;  // negative slope of leaky_relu
+  bool accumulate = false;
+};
+
+struct GemmShape {
+  std::size_t m = 0;
+  std::size_t n = 0;
+  std::size_t k = 0;
+};
+
+// ---- Pre-packed operands ----------------------------------------------------------------------
+
+// A constant GEMM operand in the kernels' packed layout (64-byte aligned, owned, move-only). It
+// records the instruction set it was packed for; a GEMM running with another instruction set
+// repacks it block by block into its scratch memory, which is correct but slower.
+class PackedMatrix {
+ public:
+  enum class Operand : std::uint8_t { a, b };
+
+  PackedMatrix() = default;
+  ~PackedMatrix();
+  PackedMatrix(PackedMatrix&& other) noexcept;
+  PackedMatrix& operator=(PackedMatrix&& other) noexcept;
+  PackedMatrix(const PackedMatrix&) = delete;
+  PackedMatrix& operator=(const PackedMatrix&) = delete;
+
+  // False when default-constructed or when packing could not allocate its storage.
+  bool ok() const { return data_ != nullptr; }
+  Operand operand() const { return operand_; }
+  // Logical size of op(X): M x K for an A operand, K x N for a B operand.
+  std::size_t rows() const { return rows_; }
+  std::size_t cols() const { return cols_; }
+  Isa isa() const { return isa_; }
+  std::size_t size_bytes() const { return floats_ * sizeof(float); }
+
+  // Layout, for the kernels: K is cut into blocks of block_k; each block stores the wide
+  // dimension (M for A, N for B) in panels of `panel` elements, padded to padded_width.
+  const float* data() const { return data_; }
+  std::size_t block_k() const { return block_k_; }
+  std::size_t panel() const { return panel_; }
+  std::size_t padded_width() const { return padded_; }
+
+ private:
+  friend PackedMatrix pack_a(std::size_t, std::size_t, const float*, std::size_t, bool);
+  friend PackedMatrix pack_b(std::size_t, std::size_t, const float*, std::size_t, bool);
+  void reset();
+
+  float* data_ = nullptr;
+  std::size_t floats_ = 0;
+  std::size_t rows_ = 0;
+  std::size_t cols_ = 0;
+  std::size_t block_k_ = 0;
+  std::size_t panel_ = 0;
+  std::size_t padded_ = 0;
+  Operand operand_ = Operand::a;
+  Isa isa_ = Isa::portable;
+};
+
+// Packs op(A) (M x K) for the active instruction set. trans_a: A is stored K x M. A convolution
+// weight W[O, C*kh*kw] is an A operand. Returns a PackedMatrix with ok() == false when the storage
+// cannot be allocated.
+PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a);
+
+// Packs op(B) (K x N). trans_b: B is stored N x K (a Linear weight W[N, K]).
+PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b);
+
+// ---- GEMM -------------------------------------------------------------------------------------
+
+// C[M x N] = op(A)[M x K] * op(B)[K x N] with the epilogue applied, row-major, leading dimensions
+// in elements (lda >= K or M, ldb >= N or K, ldc >= N). Any size is allowed, including 0; K == 0
+// leaves the epilogue alone (C = accumulate ? C : 0, + bias, activation). The pool's threads and
+// per-thread scratch memory are used; nothing is allocated once the scratch has grown to size.
+// C must not overlap A or B.
+void sgemm(const GemmShape& shape, const float* a, std::size_t lda, bool trans_a, const float* b, std::size_t ldb,
+           bool trans_b, float* c, std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool);
+
+// Same, with op(A) pre-packed (a.rows() == M, a.cols() == K). A packed operand that is not ok()
+// or does not match the shape leaves C untouched and returns false.
+bool sgemm(const GemmShape& shape, const PackedMatrix& a, const float* b, std::size_t ldb, bool trans_b, float* c,
+           std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool);
+
+// Same, with op(B) pre-packed (b.rows() == K, b.cols() == N): the Linear layer's path.
+bool sgemm(const GemmShape& shape, const float* a, std::size_t lda, bool trans_a, const PackedMatrix& b, float* c,
+           std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool);
+
+// Bytes of per-thread scratch memory a GEMM of this shape asks the pool for (0 when none), for
+// callers that want to budget memory. The pool allocates it on first use and keeps it.
+std::size_t gemm_workspace_bytes(const GemmShape& shape, bool a_packed, bool b_packed);
+
+}  // namespace teeny::cpu

@@ -1,0 +1,181 @@
+// AVX2 + FMA kernels (compiled with -mavx2 -mfma).
+//
+// Microkernel: 6 rows x 16 columns of C in 12 ymm accumulators (two B loads and six broadcasts per
+// k), the classic Haswell-era shape that leaves 4 of the 16 registers for operands.
+#include <immintrin.h>
+
+#include <array>
+#include <cstddef>
+#include <utility>
+
+#include "gemm_detail.hpp"
+
+namespace teeny::cpu::detail {
+namespace {
+
+struct V256 {
+  using reg = __m256;
+  static constexpr std::size_t width = 8;
+  static reg set1(float x) { return _mm256_set1_ps(x); }
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+  static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
+  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg div(reg a, reg b) { return _mm256_div_ps(a, b); }
+  static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static reg fnmadd(reg a, reg b, reg c) { return _mm256_fnmadd_ps(a, b, c); }
+  static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
+  static reg min(reg a, reg b) { return _mm256_min_ps(a, b); }
+  static reg abs(reg a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+  static reg neg(reg a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+  static reg round(reg a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static reg pow2(reg n) {
+    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+  }
+  static reg select_lt(reg a, reg b, reg if_less, reg otherwise) {
+    return _mm256_blendv_ps(otherwise, if_less, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
+  }
+  static reg copysign(reg mag, reg sign) {
+    const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign_bit, mag), _mm256_and_ps(sign_bit, sign));
+  }
+  static float hsum(reg v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
+  static reg loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void storeu(float* p, reg v) { _mm256_storeu_ps(p, v); }
+  // Lanes [0, n) set, n <= 8.
+  static __m256i mask(std::size_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static reg load_partial(const float* p, std::size_t n) { return _mm256_maskload_ps(p, mask(n)); }
+  static void store_partial(float* p, std::size_t n, reg v) { _mm256_maskstore_ps(p, mask(n), v); }
+};
+
+constexpr int kMr = 6;
+constexpr int kNv = 2;
+constexpr std::size_t kNr = kNv * 8;
+
+// C[0:M, 0:8*NV] (+)= A panel x B panel over kc, then bias; the last vector has `tail` lanes.
+template <int M, int NV>
+void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::size_t ldc, std::size_t tail, bool load_c,
+               const float* bias_col, const float* bias_row) {
+  __m256 acc[M][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
+  }
+  for (std::size_t k = 0; k < kc; ++k) {
+    __m256 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + i);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+    a += kMr;
+    b += kNr;
+  }
+  const __m256i full = _mm256_set1_epi32(-1);
+  const __m256i last = V256::mask(tail);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __m256i mk = v == NV - 1 ? last : full;
+      __m256 x = acc[i][v];
+      if (load_c) x = _mm256_add_ps(x, _mm256_maskload_ps(ci + 8 * v, mk));
+      if (bias_col != nullptr) x = _mm256_add_ps(x, _mm256_maskload_ps(bias_col + 8 * v, mk));
+      if (bias_row != nullptr) x = _mm256_add_ps(x, _mm256_set1_ps(bias_row[i]));
+      _mm256_maskstore_ps(ci + 8 * v, mk, x);
+    }
+  }
+}
+
+using KernelFn = void (*)(std::size_t, const float*, const float*, float*, std::size_t, std::size_t, bool, const float*,
+                          const float*);
+
+template <std::size_t... I>
+constexpr std::array<KernelFn, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
+  return {&kernel_mn<static_cast<int>(I) / kNv + 1, static_cast<int>(I) % kNv + 1>...};
+}
+constexpr auto kKernels = make_kernels(std::make_index_sequence<kMr * kNv>{});
+
+// In-register 8x8 transpose: r[i] lane j becomes r[j] lane i.
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m256 s[8];
+  for (int i = 0; i < 8; i += 4) {
+    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(s[j], s[j + 4], 0x20);
+    r[j + 4] = _mm256_permute2f128_ps(s[j], s[j + 4], 0x31);
+  }
+}
+
+struct Avx2 {
+  static constexpr std::size_t mr = kMr;
+  static constexpr std::size_t nr = kNr;
+  static constexpr std::size_t kc = 384;   // A panel 6 x 384 floats = 9 KiB in L1
+  static constexpr std::size_t mc = 1536;  // A block in L3
+  static constexpr std::size_t nc = 480;   // B block 384 x 480 floats = 720 KiB in L2
+  using vec = V256;
+  static constexpr std::size_t thin_regs = 8;  // accumulators the thin (GEMV-like) kernels may use
+
+  static void kernel(std::size_t kc_, const float* a, const float* b, float* c, std::size_t ldc, std::size_t m,
+                     std::size_t n, bool load_c, const float* bias_col, const float* bias_row) {
+    const std::size_t nv = (n + 7) / 8;
+    kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, b, c, ldc, n - (nv - 1) * 8, load_c, bias_col, bias_row);
+  }
+
+  static void activate(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope) {
+    activate_tile<V256>(c, ldc, m, n, act, slope);
+  }
+
+  // dst[kk * R + jj] = s[jj * ld + kk] for jj < w (zero above), kk < kc, via 8x8 transposes.
+  template <std::size_t R>
+  static void pack_transposed(const float* s, std::size_t ld, std::size_t w, std::size_t kc_, float* dst) {
+    for (std::size_t k0 = 0; k0 < kc_; k0 += 8) {
+      const std::size_t kn = min_size(8, kc_ - k0);
+      const __m256i kmask = V256::mask(kn);
+      for (std::size_t j0 = 0; j0 < R; j0 += 8) {
+        __m256 r[8];
+        for (std::size_t jj = 0; jj < 8; ++jj) {
+          r[jj] = j0 + jj < w ? _mm256_maskload_ps(s + (j0 + jj) * ld + k0, kmask) : _mm256_setzero_ps();
+        }
+        transpose8(r);
+        const std::size_t lanes = min_size(8, R - j0);
+        for (std::size_t t = 0; t < kn; ++t) {
+          if (lanes == 8) {
+            _mm256_storeu_ps(dst + (k0 + t) * R + j0, r[t]);
+          } else {
+            _mm256_maskstore_ps(dst + (k0 + t) * R + j0, V256::mask(lanes), r[t]);
+          }
+        }
+      }
+    }
+  }
+};
+
+constexpr KernelTable kTable = make_kernel_table<Avx2>(Isa::avx2);
+
+}  // namespace
+
+const KernelTable& avx2_kernels() { return kTable; }
+
+}  // namespace teeny::cpu::detail

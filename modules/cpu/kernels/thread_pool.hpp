@@ -1,0 +1,94 @@
+// A persistent fork-join thread pool for the CPU kernels.
+//
+// Workers are created once; parallel_for publishes a job (a function pointer plus a context
+// pointer, so no std::function and no allocation), the caller runs tasks alongside the workers,
+// and the call returns when every task has finished. Idle workers spin briefly, then sleep on a
+// futex, so back-to-back calls (one per layer) cost a cache-line round trip, not a syscall.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <type_traits>
+
+namespace teeny::cpu {
+
+class ThreadPool {
+ public:
+  // n_threads counts the caller: 1 runs everything inline and starts no thread; 0 means one per
+  // hardware thread.
+  explicit ThreadPool(std::size_t n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Threads that run tasks, the caller included.
+  std::size_t size() const { return n_threads_; }
+
+  // Calls fn(task) -- or fn(task, worker) when fn takes two arguments, worker in [0, size()) and
+  // 0 for the caller -- once for every task in [0, n_tasks), spread over the caller and the
+  // workers, and returns when all have returned. One thread at a time may call it; a call made
+  // from inside a task (nested) runs its tasks inline on that thread.
+  template <class F>
+  void parallel_for(std::size_t n_tasks, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    TaskFn trampoline = [](const void* ctx, std::size_t task, std::size_t worker) {
+      Fn& f = *static_cast<Fn*>(const_cast<void*>(ctx));
+      if constexpr (std::is_invocable_v<Fn&, std::size_t, std::size_t>) {
+        f(task, worker);
+      } else {
+        f(task);
+      }
+    };
+    run(n_tasks, trampoline, static_cast<const void*>(std::addressof(fn)));
+  }
+
+  // Index of the calling thread in this pool: its worker index inside a task, 0 elsewhere.
+  std::size_t current_worker() const;
+
+  // Per-worker scratch memory, 64-byte aligned, grown to at least `bytes` (never shrunk) and kept
+  // for the pool's lifetime, so steady-state calls allocate nothing. Only the thread currently
+  // acting as `worker` may call it. Returns nullptr when the allocation fails.
+  void* workspace(std::size_t worker, std::size_t bytes);
+
+ private:
+  using TaskFn = void (*)(const void* ctx, std::size_t task, std::size_t worker);
+  struct Slot;
+
+  void run(std::size_t n_tasks, TaskFn fn, const void* ctx);
+  void run_chunk(std::size_t base, std::size_t n_tasks, TaskFn fn, const void* ctx);
+  void worker_main(std::size_t worker);
+  void claim_and_run(std::uint32_t generation, std::size_t worker);
+
+  std::size_t n_threads_ = 1;
+  std::unique_ptr<std::thread[]> threads_;  // workers 1 .. n_threads_-1
+  std::unique_ptr<Slot[]> slots_;           // one per thread, the caller's first
+  std::uint32_t generation_ = 0;            // caller-only: id of the last job published
+
+  // The current job, on one cache line so that a waking worker fetches it in one transfer. The
+  // fields are written by the caller before it publishes `ticket`, and read by a worker only after
+  // it has claimed a task of this job, so a late worker never sees a half-written job.
+  struct alignas(64) Job {
+    TaskFn fn = nullptr;
+    const void* ctx = nullptr;
+    std::size_t base = 0;
+    std::uint32_t n = 0;
+    std::atomic<std::uint32_t> epoch{0};  // bumped per job and at shutdown; idle workers wait on it
+    // (generation << 32) | tasks not yet claimed. Claiming CASes it down, so a claim of a stale
+    // generation fails instead of taking a task of the next job.
+    std::atomic<std::uint64_t> ticket{0};
+    std::atomic<bool> stop{false};
+  };
+  Job job_;
+  struct alignas(64) Completion {
+    std::atomic<std::uint32_t> done{0};  // tasks finished in the current job
+    std::atomic<std::uint32_t> caller_sleeping{0};
+  };
+  Completion completion_;
+  alignas(64) std::atomic<std::uint32_t> sleepers_{0};  // workers blocked on job_.epoch
+  alignas(64) std::atomic<bool> busy_{false};           // a parallel_for is in flight
+};
+
+}  // namespace teeny::cpu

@@ -1,0 +1,118 @@
+// teeny.cpu:linear — CPU kernels of linear_op (pre-packed weight, fused bias + activation) and
+// matmul_op (batched, broadcasting) on the packed, blocked, vectorised SGEMM.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "cpu/kernels/gemm.hpp"
+#include "math/elementwise.hpp"
+export module teeny.cpu:linear;
+import teeny.core;
+import teeny.model;
+import teeny.ops;
+import :context;
+import :elementwise;
+
+export namespace teeny {
+
+struct LinearState {
+  cpu::PackedMatrix weight;  // W^T in the GEMM's layout, packed once per load
+};
+
+Result<LinearState> prepare_kernel(const linear_op<float>& op, const LinearArgs<float>& args, CpuContext& cpu);
+void run_kernel(const linear_op<float>& op, const LinearArgs<float>& args, LinearState& state, CpuContext& cpu);
+
+Result<NoState> prepare_kernel(const matmul_op<float>& op, const MatMulArgs<float>& args, CpuContext& cpu);
+void run_kernel(const matmul_op<float>& op, const MatMulArgs<float>& args, NoState& state, CpuContext& cpu);
+
+}  // namespace teeny
+
+namespace teeny {
+namespace {
+// The GEMM epilogue for an activation, when the GEMM can apply it itself.
+bool gemm_activation(const Epilogue& e, cpu::Activation& out) {
+  if (!e.active) {
+    out = cpu::Activation::none;
+    return true;
+  }
+  switch (e.fn) {
+    case UnaryFn::relu: out = cpu::Activation::relu; return true;
+    case UnaryFn::leaky_relu: out = cpu::Activation::leaky_relu; return true;
+    case UnaryFn::gelu_erf: out = cpu::Activation::gelu_erf; return true;
+    case UnaryFn::gelu_tanh: out = cpu::Activation::gelu_tanh; return true;
+    case UnaryFn::silu: out = cpu::Activation::silu; return true;
+    case UnaryFn::sigmoid: out = cpu::Activation::sigmoid; return true;
+    case UnaryFn::tanh: out = cpu::Activation::tanh; return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+Result<LinearState> prepare_kernel(const linear_op<float>& op, const LinearArgs<float>& args, CpuContext&) {
+  const auto in = static_cast<std::size_t>(op.attrs.in_features);
+  const auto out = static_cast<std::size_t>(op.attrs.out_features);
+  LinearState state{cpu::pack_b(in, out, args.weight.data, in, /*trans_b=*/true)};
+  if (!state.weight.ok() && in * out != 0) {
+    return fail(Errc::out_of_memory, "cannot pack the ", op.attrs.out_features, "x", op.attrs.in_features, " weight");
+  }
+  return state;
+}
+
+void run_kernel(const linear_op<float>& op, const LinearArgs<float>& args, LinearState& state, CpuContext& cpu) {
+  cpu::Epilogue epilogue;
+  epilogue.bias = op.attrs.bias ? args.bias.data : nullptr;
+  epilogue.bias_axis = cpu::BiasAxis::column;
+  const bool fused = gemm_activation(args.epilogue, epilogue.activation);
+  epilogue.slope = args.epilogue.params.alpha;
+  const auto rows = static_cast<std::size_t>(args.x.shape[0]);
+  const auto in = static_cast<std::size_t>(op.attrs.in_features);
+  const auto out = static_cast<std::size_t>(op.attrs.out_features);
+  cpu::sgemm({rows, out, in}, args.x.data, in, false, state.weight, args.y.data, out, epilogue, cpu.pool());
+  if (!fused) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
+}
+
+Result<NoState> prepare_kernel(const matmul_op<float>&, const MatMulArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const matmul_op<float>&, const MatMulArgs<float>& args, NoState&, CpuContext& cpu) {
+  const TensorView<const float>& a = args.a;
+  const TensorView<const float>& b = args.b;
+  const std::size_t ra = a.rank();
+  const std::size_t rb = b.rank();
+  const auto n = static_cast<std::size_t>(a.shape[ra - 2]);
+  const auto k = static_cast<std::size_t>(a.shape[ra - 1]);
+  const auto m = static_cast<std::size_t>(b.shape[rb - 1]);
+  // Batch dims broadcast right-aligned; walk the output's batch index and find each operand's.
+  const std::size_t batch_rank = std::max(ra, rb) - 2;
+  ConcreteShape batch;
+  for (std::size_t i = 0; i < batch_rank; ++i) {
+    const std::int64_t da = i + ra >= batch_rank + 2 ? a.shape[i + ra - 2 - batch_rank] : 1;
+    const std::int64_t db = i + rb >= batch_rank + 2 ? b.shape[i + rb - 2 - batch_rank] : 1;
+    batch.push_back(da == 1 ? db : da);
+  }
+  const std::int64_t batches = batch.numel();
+  cpu::Epilogue none;
+  for (std::int64_t index = 0; index < batches; ++index) {
+    std::int64_t rest = index;
+    std::int64_t offset_a = 0;
+    std::int64_t offset_b = 0;
+    for (std::size_t i = batch_rank; i-- > 0;) {
+      const std::int64_t coordinate = rest % batch[i];
+      rest /= batch[i];
+      if (i + ra >= batch_rank + 2) {
+        const std::size_t axis = i + ra - 2 - batch_rank;
+        if (a.shape[axis] != 1) offset_a += coordinate * a.strides[axis];
+      }
+      if (i + rb >= batch_rank + 2) {
+        const std::size_t axis = i + rb - 2 - batch_rank;
+        if (b.shape[axis] != 1) offset_b += coordinate * b.strides[axis];
+      }
+    }
+    cpu::sgemm({n, m, k}, a.data + offset_a, static_cast<std::size_t>(a.strides[ra - 2]), false, b.data + offset_b,
+               static_cast<std::size_t>(b.strides[rb - 2]), false, args.y.data + index * static_cast<std::int64_t>(n * m),
+               m, none, cpu.pool());
+  }
+}
+
+}  // namespace teeny

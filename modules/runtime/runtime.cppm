@@ -1,0 +1,6 @@
+// teeny.runtime — from a lowered graph to a running model: the standard lowering, memory planning
+// and the loaded model (execution plans over any backend that has a kernel for every op).
+export module teeny.runtime;
+export import :memory_plan;
+export import :standard_lowering;
+export import :loaded_model;

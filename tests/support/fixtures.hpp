@@ -1,0 +1,44 @@
+#pragma once
+// Reading the PyTorch fixtures (tests/fixtures, made by tools/make_fixtures.py) and comparing
+// teeny's outputs with them. Include after `import teeny;` and the std headers below.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace fixtures {
+
+inline std::string path(std::string_view relative) { return std::string(TEENY_FIXTURES_DIR) + "/" + std::string(relative); }
+
+/// Checks `actual` (a model output binding) against the fixture tensor `expected` elementwise:
+/// |a - e| <= atol + rtol * |e| (NaN matches NaN), reporting the first mismatch.
+inline void check_close(const teeny::TensorBinding& actual, const teeny::Tensor& expected, double rtol = 1e-5,
+                        double atol = 1e-6) {
+  REQUIRE(actual.shape == expected.shape());
+  auto got = actual.as<const float>();
+  auto want = expected.view<float>();
+  REQUIRE(got);
+  REQUIRE(want);
+  const std::int64_t n = expected.numel();
+  std::int64_t bad = 0;
+  std::int64_t first_bad = -1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double a = got->data[i];
+    const double e = want->data[i];
+    const bool both_nan = std::isnan(a) && std::isnan(e);
+    if (!both_nan && !(std::abs(a - e) <= atol + rtol * std::abs(e))) {
+      if (first_bad < 0) first_bad = i;
+      ++bad;
+    }
+  }
+  INFO("first mismatch at element " << first_bad << ": got "
+                                    << (first_bad >= 0 ? got->data[first_bad] : 0.0f) << ", PyTorch "
+                                    << (first_bad >= 0 ? want->data[first_bad] : 0.0f) << " (" << bad << " of " << n
+                                    << " differ)");
+  CHECK(bad == 0);
+}
+
+}  // namespace fixtures
