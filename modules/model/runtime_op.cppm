@@ -80,6 +80,27 @@ concept HasGridForLaunch =
       { op.grid_for_launch(i, in, s) } -> std::same_as<Dim3>;
     };
 
+template <class Op>
+concept HasParamDtype = requires(const Op& op, std::size_t i) {
+  { op.param_dtype(i) } -> std::same_as<DType>;
+};
+template <class Op>
+concept HasOutputDtype = requires(const Op& op) {
+  { op.output_dtype() } -> std::same_as<DType>;
+};
+
+struct param_dtype_fn {
+  template <RuntimeOp Op>
+  constexpr DType operator()(const Op& op, std::size_t param_index) const {
+    if constexpr (HasParamDtype<Op>) {
+      return op.param_dtype(param_index);
+    } else if constexpr (HasOutputDtype<Op>) {
+      return op.output_dtype();
+    } else {
+      return DType::f32;
+    }
+  }
+};
 struct param_names_fn {
   template <RuntimeOp Op>
   constexpr std::span<const std::string_view> operator()(const Op& op) const {
@@ -157,6 +178,9 @@ struct grid_for_launch_fn {
 /// Names of the parameter slots, in param_shapes order; the weight key is `{node}.{slot}`.
 /// Default: none.
 inline constexpr runtime_detail::param_names_fn param_names{};
+/// Dtype of parameter slot `i` (a BatchNorm's num_batches_tracked is i64). Not in the seed, whose
+/// parameters were all f32. Default: the op's output dtype.
+inline constexpr runtime_detail::param_dtype_fn param_dtype{};
 /// Row stride (elements) the output buffer must have. Default: the last dim.
 inline constexpr runtime_detail::forward_output_row_stride_fn forward_output_row_stride{};
 /// Bytes to fill parameter slot `i` with right after allocation. Default: none (zeros / loaded).

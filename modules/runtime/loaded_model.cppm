@@ -376,7 +376,7 @@ class LoadedModel {
       return fail(Errc::internal, "op declares ", shapes.size(), " parameter shapes but ", names.size(), " names");
     }
     for (std::size_t i = 0; i < shapes.size(); ++i) {
-      auto tensor = Tensor::zeros(op.output_dtype(), shapes[i]);
+      auto tensor = Tensor::zeros(param_dtype(op, i), shapes[i]);
       if (!tensor) return std::move(tensor).error();
       if (auto init = param_init_data(op, i)) {
         if (init->size() != tensor->bytes()) {

@@ -115,6 +115,7 @@ TEST_CASE("RuntimeOp customization points give the seed's defaults") {
   const ConcreteShape out{2, 4};
   const ConcreteShape in_shapes[] = {{2, 4}};
   CHECK(teeny::param_names(op).empty());
+  CHECK(teeny::param_dtype(op, 0) == teeny::DType::f32);  // the output dtype
   CHECK(teeny::forward_output_row_stride(op, out) == 4);
   CHECK_FALSE(teeny::param_init_data(op, 0).has_value());
   CHECK(teeny::compute_concrete_output_shape(op, in_shapes, ConcreteShape{7, 4}) == ConcreteShape{7, 4});
