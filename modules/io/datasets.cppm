@@ -1,6 +1,6 @@
 // teeny.io:datasets — ready-to-train datasets read from IDX files.
 //
-//   auto test = load_fashion_mnist("/usr/share/datasets/fashion-mnist", Split::test);
+//   auto test = load_fashion_mnist("/usr/share/datasets/fashion-mnist", DatasetSplit::test);
 //   test->images.shape() == ConcreteShape{10000, 1, 28, 28};   // f32 in [0, 1]
 //   test->labels.shape() == ConcreteShape{10000};              // i64 class ids 0..9
 //
@@ -21,9 +21,9 @@ import :idx;
 
 export namespace teeny {
 
-enum class Split : std::uint8_t { train, test };
+enum class DatasetSplit : std::uint8_t { train, test };
 
-inline std::string to_string(Split s) { return s == Split::train ? "train" : "test"; }
+inline std::string to_string(DatasetSplit s) { return s == DatasetSplit::train ? "train" : "test"; }
 
 /// A classification dataset: `images` f32 [N, C, H, W] and `labels` i64 [N].
 struct Dataset {
@@ -36,7 +36,7 @@ struct Dataset {
 /// (pixel / 255, nothing else), labels as i64 [N] in 0..9. Each file may be raw or ".gz" (the raw
 /// one is preferred when both exist). Errors name the file: missing, malformed, images that are
 /// not u8 [N, 28, 28], labels that are not u8 [N] in 0..9, or counts that disagree.
-Result<Dataset> load_fashion_mnist(const std::string& dir, Split split);
+Result<Dataset> load_fashion_mnist(const std::string& dir, DatasetSplit split);
 
 }  // namespace teeny
 
@@ -56,9 +56,9 @@ Result<std::string> find_idx_file(const std::string& dir, std::string_view name)
 
 namespace teeny {
 
-Result<Dataset> load_fashion_mnist(const std::string& dir, Split split) {
+Result<Dataset> load_fashion_mnist(const std::string& dir, DatasetSplit split) {
   const std::string where = cat("Fashion-MNIST ", split, " split in '", dir, "'");
-  const std::string_view prefix = split == Split::train ? "train" : "t10k";
+  const std::string_view prefix = split == DatasetSplit::train ? "train" : "t10k";
   auto images_path = io_detail::find_idx_file(dir, cat(prefix, "-images-idx3-ubyte"));
   if (!images_path) return std::move(images_path).error().context(where);
   auto labels_path = io_detail::find_idx_file(dir, cat(prefix, "-labels-idx1-ubyte"));

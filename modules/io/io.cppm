@@ -4,7 +4,7 @@
 //
 //   auto file = SafetensorsFile::open("mlp.safetensors");
 //   auto report = load_parameters(*file, targets);     // all problems in one error, or a LoadReport
-//   auto train = load_fashion_mnist("/usr/share/datasets/fashion-mnist", Split::train);
+//   auto train = load_fashion_mnist("/usr/share/datasets/fashion-mnist", DatasetSplit::train);
 //
 // The JSON reader (:json), the file mapping (:mapped_file) and the element converter (:convert)
 // are internal partitions.

@@ -176,7 +176,7 @@ TEST_CASE("load_fashion_mnist: scales pixels to [0, 1] and widens labels, from r
   io_test::write_bytes(dir / "t10k-images-idx3-ubyte", idx_file(0x08, {3, 28, 28}, pixels));
   write_gz(dir / "t10k-labels-idx1-ubyte.gz", idx_file(0x08, {3}, {9, 0, 4}));
 
-  auto test = teeny::load_fashion_mnist(dir.path(), teeny::Split::test);
+  auto test = teeny::load_fashion_mnist(dir.path(), teeny::DatasetSplit::test);
   REQUIRE_MESSAGE(test, (test ? "" : test.error().to_string()));
   CHECK(test->size() == 3);
   CHECK(test->images.dtype() == DType::f32);
@@ -189,27 +189,27 @@ TEST_CASE("load_fashion_mnist: scales pixels to [0, 1] and widens labels, from r
   CHECK(images[1] == 51.0f / 255.0f);
   for (std::size_t i = 0; i < pixels.size(); ++i) REQUIRE(images[i] == static_cast<float>(pixels[i]) / 255.0f);
 
-  auto train = teeny::load_fashion_mnist(dir.path(), teeny::Split::train);
+  auto train = teeny::load_fashion_mnist(dir.path(), teeny::DatasetSplit::train);
   REQUIRE_FALSE(train);
   CHECK(train.error().code() == Errc::not_found);
   CHECK(contains(train.error().message(), "train-images-idx3-ubyte' nor '"));
 
   write_gz(dir / "train-images-idx3-ubyte.gz", idx_file(0x08, {2, 28, 28}, std::vector<std::uint8_t>(2 * 784)));
   io_test::write_bytes(dir / "train-labels-idx1-ubyte", idx_file(0x08, {3}, {1, 2, 3}));
-  auto counts = teeny::load_fashion_mnist(dir.path(), teeny::Split::train);
+  auto counts = teeny::load_fashion_mnist(dir.path(), teeny::DatasetSplit::train);
   REQUIRE_FALSE(counts);
   CHECK(counts.error().code() == Errc::shape_mismatch);
   CHECK(contains(counts.error().message(), "3 labels in '"));
   CHECK(contains(counts.error().message(), "' but 2 images in '"));
 
   io_test::write_bytes(dir / "train-labels-idx1-ubyte", idx_file(0x08, {2}, {1, 10}));
-  auto label = teeny::load_fashion_mnist(dir.path(), teeny::Split::train);
+  auto label = teeny::load_fashion_mnist(dir.path(), teeny::DatasetSplit::train);
   REQUIRE_FALSE(label);
   CHECK(contains(label.error().message(), "label 1 in '"));
   CHECK(contains(label.error().message(), "is 10, not a class 0..9"));
 
   write_gz(dir / "train-images-idx3-ubyte.gz", idx_file(0x08, {2, 32, 32}, std::vector<std::uint8_t>(2 * 1024)));
-  auto size = teeny::load_fashion_mnist(dir.path(), teeny::Split::train);
+  auto size = teeny::load_fashion_mnist(dir.path(), teeny::DatasetSplit::train);
   REQUIRE_FALSE(size);
   CHECK(contains(size.error().message(), "holds u8 [2, 32, 32], not u8 [N, 28, 28] images"));
 }
@@ -220,7 +220,7 @@ TEST_CASE("load_fashion_mnist: the real test set, when installed") {
     MESSAGE("skipped: " << dir << " is not installed (Debian package dataset-fashion-mnist)");
     return;
   }
-  auto test = teeny::load_fashion_mnist(dir, teeny::Split::test);
+  auto test = teeny::load_fashion_mnist(dir, teeny::DatasetSplit::test);
   REQUIRE_MESSAGE(test, (test ? "" : test.error().to_string()));
   CHECK(test->size() == 10000);
   CHECK(test->images.shape() == ConcreteShape{10000, 1, 28, 28});
