@@ -1,9 +1,15 @@
-// teeny.cpu:context — the CPU backend's state shared by all kernels: the persistent thread pool.
+// teeny.cpu:context — the CPU backend's state shared by all kernels: the persistent thread pool
+// and per-worker kernel scratch.
 //
 //   CpuContext cpu({.threads = 2});     // threads created once, here
 module;
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <new>
+#include <utility>
+#include <vector>
 
 #include "cpu/kernels/thread_pool.hpp"
 export module teeny.cpu:context;
@@ -23,10 +29,64 @@ class CpuContext {
   std::size_t threads() const { return pool_->size(); }
   const CpuOptions& options() const { return options_; }
 
+  /// Grows every worker's kernel scratch to at least `bytes` (64-byte aligned, never shrunk); false
+  /// when that cannot be allocated. Kernels call it when prepared, so forward allocates nothing.
+  /// It is not the pool's workspace, which the GEMM uses: a task can fill its scratch (a
+  /// convolution's im2col columns) and then run a GEMM on it. Kernels run one at a time, so they
+  /// all share it.
+  bool reserve_scratch(std::size_t bytes) {
+    if (bytes <= scratch_bytes_) return true;
+    std::vector<Scratch> grown;
+    for (std::size_t w = 0; w < threads(); ++w) {
+      grown.emplace_back(static_cast<float*>(::operator new(bytes, std::align_val_t{64}, std::nothrow)));
+      if (!grown.back()) return false;
+    }
+    scratch_ = std::move(grown);
+    scratch_bytes_ = bytes;
+    return true;
+  }
+  /// Grows every worker's pool workspace (the GEMM's scratch) to `bytes`, so that a GEMM run later
+  /// on any worker finds it allocated: a kernel calls it when prepared, with
+  /// cpu::gemm_workspace_bytes of its GEMMs. Call it only between parallel_for calls.
+  bool reserve_gemm_workspace(std::size_t bytes) {
+    for (std::size_t w = 0; w < threads(); ++w) {
+      if (bytes != 0 && pool_->workspace(w, bytes) == nullptr) return false;
+    }
+    return true;
+  }
+  /// Worker `worker`'s scratch (reserve_scratch bytes; nullptr before any reservation).
+  float* scratch(std::size_t worker) const { return worker < scratch_.size() ? scratch_[worker].get() : nullptr; }
+
  private:
+  struct AlignedFree {
+    void operator()(float* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  using Scratch = std::unique_ptr<float, AlignedFree>;
+
   CpuOptions options_;
   std::unique_ptr<cpu::ThreadPool> pool_;  // not movable itself; the context is
+  std::vector<Scratch> scratch_;           // one block per worker
+  std::size_t scratch_bytes_ = 0;
 };
+
+/// Calls fn(begin, end) on contiguous chunks of [0, n) items, spread over the pool when there is
+/// enough work: `cost` is one item's work in elements touched, and a task gets at least ~16K.
+template <class F>
+void parallel_chunks(CpuContext& cpu, std::int64_t n, std::int64_t cost, F&& fn) {
+  if (n <= 0) return;
+  const std::int64_t total = n * std::max<std::int64_t>(cost, 1);
+  const auto threads = static_cast<std::int64_t>(cpu.threads());
+  // A few tasks per thread even out uneven items; more would only add hand-offs.
+  const std::int64_t tasks = std::min({n, std::max<std::int64_t>(1, total >> 14), threads == 1 ? 1 : 4 * threads});
+  if (tasks == 1) {
+    fn(std::int64_t{0}, n);
+    return;
+  }
+  cpu.pool().parallel_for(static_cast<std::size_t>(tasks), [&](std::size_t t) {
+    const auto i = static_cast<std::int64_t>(t);
+    fn(n * i / tasks, n * (i + 1) / tasks);
+  });
+}
 
 /// The state of a kernel that needs none.
 struct NoState {};

@@ -5,6 +5,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"
 export module teeny.cpu:elementwise;
 import teeny.core;
@@ -21,6 +22,10 @@ void run_kernel(const binary_op<float>& op, const BinaryArgs<float>& args, NoSta
 
 /// y = fn(y) over a contiguous view, in parallel chunks.
 void apply_unary_inplace(const TensorView<float>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu);
+
+/// The GEMM epilogue activation for `e` (none when inactive); false when the GEMM has no such
+/// activation, and the caller applies it afterwards (apply_unary_inplace).
+bool gemm_activation(const Epilogue& e, cpu::Activation& out);
 
 }  // namespace teeny
 
@@ -66,6 +71,23 @@ void unary_map(const float* x, float* y, std::int64_t n, UnaryFn fn, UnaryParams
 
 void apply_unary_inplace(const TensorView<float>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu) {
   unary_map(y.data, y.data, y.numel(), fn, params, cpu);
+}
+
+bool gemm_activation(const Epilogue& e, cpu::Activation& out) {
+  if (!e.active) {
+    out = cpu::Activation::none;
+    return true;
+  }
+  switch (e.fn) {
+    case UnaryFn::relu: out = cpu::Activation::relu; return true;
+    case UnaryFn::leaky_relu: out = cpu::Activation::leaky_relu; return true;
+    case UnaryFn::gelu_erf: out = cpu::Activation::gelu_erf; return true;
+    case UnaryFn::gelu_tanh: out = cpu::Activation::gelu_tanh; return true;
+    case UnaryFn::silu: out = cpu::Activation::silu; return true;
+    case UnaryFn::sigmoid: out = cpu::Activation::sigmoid; return true;
+    case UnaryFn::tanh: out = cpu::Activation::tanh; return true;
+    default: return false;
+  }
 }
 
 Result<NoState> prepare_kernel(const unary_op<float>&, const UnaryArgs<float>&, CpuContext&) { return NoState{}; }

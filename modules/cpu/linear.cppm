@@ -30,26 +30,6 @@ void run_kernel(const matmul_op<float>& op, const MatMulArgs<float>& args, NoSta
 }  // namespace teeny
 
 namespace teeny {
-namespace {
-// The GEMM epilogue for an activation, when the GEMM can apply it itself.
-bool gemm_activation(const Epilogue& e, cpu::Activation& out) {
-  if (!e.active) {
-    out = cpu::Activation::none;
-    return true;
-  }
-  switch (e.fn) {
-    case UnaryFn::relu: out = cpu::Activation::relu; return true;
-    case UnaryFn::leaky_relu: out = cpu::Activation::leaky_relu; return true;
-    case UnaryFn::gelu_erf: out = cpu::Activation::gelu_erf; return true;
-    case UnaryFn::gelu_tanh: out = cpu::Activation::gelu_tanh; return true;
-    case UnaryFn::silu: out = cpu::Activation::silu; return true;
-    case UnaryFn::sigmoid: out = cpu::Activation::sigmoid; return true;
-    case UnaryFn::tanh: out = cpu::Activation::tanh; return true;
-    default: return false;
-  }
-}
-}  // namespace
-
 Result<LinearState> prepare_kernel(const linear_op<float>& op, const LinearArgs<float>& args, CpuContext&) {
   const auto in = static_cast<std::size_t>(op.attrs.in_features);
   const auto out = static_cast<std::size_t>(op.attrs.out_features);

@@ -1,6 +1,16 @@
-// teeny.cpu:shape — CPU kernels of the data-movement ops.
+// teeny.cpu:shape — CPU kernels of the data-movement ops: reshape (a memcpy), permute / slice /
+// concat (one strided copy), pad, nearest upsampling and cast. Index rules are
+// kernels/math/indexing.hpp, conversions kernels/math/cast.hpp.
 module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "math/cast.hpp"
+#include "math/indexing.hpp"
 export module teeny.cpu:shape;
 import teeny.core;
 import teeny.ops;
@@ -11,14 +21,225 @@ export namespace teeny {
 Result<NoState> prepare_kernel(const reshape_op<float>& op, const CopyArgs<float>& args, CpuContext& cpu);
 void run_kernel(const reshape_op<float>& op, const CopyArgs<float>& args, NoState& state, CpuContext& cpu);
 
+Result<NoState> prepare_kernel(const permute_op<float>& op, const StridedCopyArgs<float>& args, CpuContext& cpu);
+void run_kernel(const permute_op<float>& op, const StridedCopyArgs<float>& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_kernel(const slice_op<float>& op, const StridedCopyArgs<float>& args, CpuContext& cpu);
+void run_kernel(const slice_op<float>& op, const StridedCopyArgs<float>& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_kernel(const concat_op<float>& op, const StridedCopyArgs<float>& args, CpuContext& cpu);
+void run_kernel(const concat_op<float>& op, const StridedCopyArgs<float>& args, NoState& state, CpuContext& cpu);
+
+Result<NoState> prepare_kernel(const pad_op<float>& op, const PadArgs<float>& args, CpuContext& cpu);
+void run_kernel(const pad_op<float>& op, const PadArgs<float>& args, NoState& state, CpuContext& cpu);
+
+/// The input row and column each output row and column of a nearest upsampling reads.
+struct UpsampleState {
+  std::vector<std::int64_t> src_h;
+  std::vector<std::int64_t> src_w;
+};
+Result<UpsampleState> prepare_kernel(const upsample_op<float>& op, const UpsampleArgs<float>& args, CpuContext& cpu);
+void run_kernel(const upsample_op<float>& op, const UpsampleArgs<float>& args, UpsampleState& state, CpuContext& cpu);
+
+Result<NoState> prepare_kernel(const cast_op<float>& op, const CastArgs& args, CpuContext& cpu);
+void run_kernel(const cast_op<float>& op, const CastArgs& args, NoState& state, CpuContext& cpu);
+
 }  // namespace teeny
 
 namespace teeny {
+namespace {
+constexpr std::int64_t chunk = 1 << 14;  // elements per task: big enough to amortise a wake-up
+
+// Rows of `inner` elements per task, and the task count, for `rows` rows.
+struct Tasks {
+  std::int64_t per_task = 1;
+  std::size_t count = 0;
+};
+Tasks split_rows(std::int64_t rows, std::int64_t inner) {
+  Tasks t;
+  t.per_task = std::max<std::int64_t>(1, chunk / std::max<std::int64_t>(inner, 1));
+  t.count = static_cast<std::size_t>((rows + t.per_task - 1) / t.per_task);
+  return t;
+}
+
+// y = x elementwise over one shape, each read or written through its own strides. Dims are merged
+// where both views are evenly spaced across them; rows of the innermost dim go to the pool.
+void strided_copy(const TensorView<const float>& x, const TensorView<float>& y, CpuContext& cpu) {
+  if (y.numel() == 0) return;
+  std::int64_t shape[max_rank];
+  std::int64_t sx[max_rank];
+  std::int64_t sy[max_rank];
+  std::size_t rank = 0;
+  for (std::size_t d = 0; d < y.rank(); ++d) {
+    const std::int64_t n = y.shape[d];
+    if (n == 1) continue;
+    if (rank > 0 && sx[rank - 1] == x.strides[d] * n && sy[rank - 1] == y.strides[d] * n) {
+      shape[rank - 1] *= n;
+    } else {
+      shape[rank] = n;
+      ++rank;
+    }
+    sx[rank - 1] = x.strides[d];
+    sy[rank - 1] = y.strides[d];
+  }
+  if (rank == 0) {
+    *y.data = *x.data;
+    return;
+  }
+  const std::int64_t inner = shape[rank - 1];
+  const std::int64_t ix = sx[rank - 1];
+  const std::int64_t iy = sy[rank - 1];
+  const std::int64_t rows = y.numel() / inner;
+  const Tasks tasks = split_rows(rows, inner);
+  cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+    const std::int64_t last = std::min(rows, first + tasks.per_task);
+    for (std::int64_t row = first; row < last; ++row) {
+      std::int64_t rest = row;
+      std::int64_t ox = 0;
+      std::int64_t oy = 0;
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        const std::int64_t coordinate = rest % shape[d];
+        rest /= shape[d];
+        ox += coordinate * sx[d];
+        oy += coordinate * sy[d];
+      }
+      const float* src = x.data + ox;
+      float* dst = y.data + oy;
+      if (ix == 1 && iy == 1) {
+        std::memcpy(dst, src, sizeof(float) * static_cast<std::size_t>(inner));
+      } else {
+        for (std::int64_t j = 0; j < inner; ++j) dst[j * iy] = src[j * ix];
+      }
+    }
+  });
+}
+}  // namespace
 
 Result<NoState> prepare_kernel(const reshape_op<float>&, const CopyArgs<float>&, CpuContext&) { return NoState{}; }
 
 void run_kernel(const reshape_op<float>&, const CopyArgs<float>& args, NoState&, CpuContext&) {
   if (args.x.data != args.y.data) std::memcpy(args.y.data, args.x.data, sizeof(float) * args.y.numel());
+}
+
+Result<NoState> prepare_kernel(const permute_op<float>&, const StridedCopyArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+void run_kernel(const permute_op<float>&, const StridedCopyArgs<float>& args, NoState&, CpuContext& cpu) {
+  strided_copy(args.x, args.y, cpu);
+}
+Result<NoState> prepare_kernel(const slice_op<float>&, const StridedCopyArgs<float>&, CpuContext&) { return NoState{}; }
+void run_kernel(const slice_op<float>&, const StridedCopyArgs<float>& args, NoState&, CpuContext& cpu) {
+  strided_copy(args.x, args.y, cpu);
+}
+Result<NoState> prepare_kernel(const concat_op<float>&, const StridedCopyArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+void run_kernel(const concat_op<float>&, const StridedCopyArgs<float>& args, NoState&, CpuContext& cpu) {
+  strided_copy(args.x, args.y, cpu);
+}
+
+Result<NoState> prepare_kernel(const pad_op<float>&, const PadArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const pad_op<float>&, const PadArgs<float>& args, NoState&, CpuContext& cpu) {
+  const TensorView<const float>& x = args.x;
+  const TensorView<float>& y = args.y;
+  const std::size_t rank = y.rank();
+  if (y.numel() == 0) return;
+  if (rank == 0) {
+    *y.data = *x.data;
+    return;
+  }
+  const std::int64_t inner = y.shape[rank - 1];
+  const std::int64_t rows = y.numel() / inner;
+  const std::int64_t n = x.shape[rank - 1];
+  const std::int64_t before = args.before[rank - 1];
+  const std::int64_t stride = x.strides[rank - 1];
+  const math::PadKind kind = args.kind;
+  const float value = args.value;
+  // The columns [lo, hi) that read the input row; constant padding fills the rest.
+  const std::int64_t lo = std::clamp<std::int64_t>(before, 0, inner);
+  const std::int64_t hi = std::clamp<std::int64_t>(before + n, lo, inner);
+  const Tasks tasks = split_rows(rows, inner);
+  cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+    const std::int64_t last = std::min(rows, first + tasks.per_task);
+    for (std::int64_t row = first; row < last; ++row) {
+      float* out = y.data + row * inner;
+      std::int64_t rest = row;
+      std::int64_t offset = 0;
+      bool fill = false;
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        const std::int64_t source = math::pad_source_index(kind, rest % y.shape[d], args.before[d], x.shape[d]);
+        rest /= y.shape[d];
+        fill = fill || source < 0;
+        offset += source * x.strides[d];
+      }
+      if (fill) {
+        std::fill(out, out + inner, value);
+        continue;
+      }
+      const float* in = x.data + offset;
+      if (kind == math::PadKind::constant) {
+        std::fill(out, out + lo, value);
+        for (std::int64_t j = lo; j < hi; ++j) out[j] = in[(j - before) * stride];
+        std::fill(out + hi, out + inner, value);
+      } else {
+        for (std::int64_t j = 0; j < inner; ++j) out[j] = in[math::pad_source_index(kind, j, before, n) * stride];
+      }
+    }
+  });
+}
+
+Result<UpsampleState> prepare_kernel(const upsample_op<float>&, const UpsampleArgs<float>& args, CpuContext&) {
+  UpsampleState state;
+  const std::int64_t h = args.x.shape[2];
+  const std::int64_t w = args.x.shape[3];
+  for (std::int64_t o = 0; o < args.y.shape[2]; ++o) {
+    state.src_h.push_back(math::nearest_source_index(o, h, args.y.shape[2], args.inv_scale_h));
+  }
+  for (std::int64_t o = 0; o < args.y.shape[3]; ++o) {
+    state.src_w.push_back(math::nearest_source_index(o, w, args.y.shape[3], args.inv_scale_w));
+  }
+  return state;
+}
+
+void run_kernel(const upsample_op<float>&, const UpsampleArgs<float>& args, UpsampleState& state, CpuContext& cpu) {
+  const TensorView<const float>& x = args.x;
+  const std::int64_t channels = args.y.shape[1];
+  const std::int64_t oh = args.y.shape[2];
+  const std::int64_t ow = args.y.shape[3];
+  const std::int64_t rows = args.y.shape[0] * channels * oh;
+  if (rows == 0 || ow == 0) return;
+  const Tasks tasks = split_rows(rows, ow);
+  cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+    const std::int64_t last = std::min(rows, first + tasks.per_task);
+    for (std::int64_t row = first; row < last; ++row) {
+      const std::int64_t plane = row / oh;
+      const float* in = x.data + (plane / channels) * x.strides[0] + (plane % channels) * x.strides[1] +
+                        state.src_h[static_cast<std::size_t>(row % oh)] * x.strides[2];
+      float* out = args.y.data + row * ow;
+      for (std::int64_t j = 0; j < ow; ++j) out[j] = in[state.src_w[static_cast<std::size_t>(j)] * x.strides[3]];
+    }
+  });
+}
+
+Result<NoState> prepare_kernel(const cast_op<float>&, const CastArgs&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const cast_op<float>&, const CastArgs& args, NoState&, CpuContext& cpu) {
+  const std::int64_t n = args.n;
+  const Tasks tasks = split_rows(n, 1);
+  // One loop per (from, to) pair, the conversion known at compile time.
+  visit_dtype(args.from, [&]<class From>(std::type_identity<From>) {
+    visit_dtype(args.to, [&]<class To>(std::type_identity<To>) {
+      const auto* x = static_cast<const From*>(args.x);
+      auto* y = static_cast<To*>(args.y);
+      cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+        const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+        const std::int64_t last = std::min(n, first + tasks.per_task);
+        for (std::int64_t i = first; i < last; ++i) y[i] = math::cast_element<To>(x[i]);
+      });
+    });
+  });
 }
 
 }  // namespace teeny

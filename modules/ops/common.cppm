@@ -10,6 +10,7 @@ module;
 #include <utility>
 
 #include "math/elementwise.hpp"
+#include "math/window.hpp"
 export module teeny.ops:common;
 import teeny.core;
 import teeny.model;
@@ -19,6 +20,7 @@ export namespace teeny {
 using math::BinaryFn;
 using math::UnaryFn;
 using math::UnaryParams;
+using math::Window2d;  // kernel, stride, padding, dilation of a convolution or pooling window
 
 /// An activation applied to an op's output in the same pass (bias + ReLU fused into a GEMM).
 struct Epilogue {
@@ -66,6 +68,16 @@ Result<TensorView<T>> output_view(const OpBindings& b) {
   auto view = b.output.as<T>();
   if (!view) return std::move(view).error().context("output");
   return view;
+}
+
+/// `view` read as the contiguous `shape` (same elements, e.g. [C, H, W] as [1, C, H, W]); an error
+/// when the bound tensor is strided or the element counts differ.
+template <Element T>
+Result<TensorView<T>> contiguous_as(const TensorView<T>& view, const ConcreteShape& shape, std::string_view what) {
+  if (!view.is_contiguous() || view.numel() != shape.numel()) {
+    return fail(Errc::shape_mismatch, what, " ", view.shape, " cannot be read as a contiguous ", shape);
+  }
+  return TensorView<T>(view.data, shape);
 }
 
 /// The first error among several results, if any: `if (auto e = first_error(x, w, y)) return *e;`

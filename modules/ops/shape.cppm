@@ -1,14 +1,21 @@
-// teeny.ops:shape — ops that move data without arithmetic: reshape (Flatten, Reshape).
+// teeny.ops:shape — ops that move data without arithmetic: reshape (Flatten, Reshape), permute
+// (Transpose, Permute), slice (Slice, Split / chunk pieces), concat, pad, nearest upsampling, and
+// cast (Tensor.to). Their index rules are kernels/math/indexing.hpp and math/cast.hpp.
 module;
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
+
+#include "math/indexing.hpp"
 export module teeny.ops:shape;
 import teeny.core;
+import teeny.graph;
 import teeny.model;
 import :common;
 
@@ -46,5 +53,284 @@ struct reshape_op {
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
 };
 static_assert(RuntimeOp<reshape_op<float>>);
+
+namespace ops_detail {
+// `axis` (negative from the end) as an index into a shape of `rank` dims.
+inline Result<std::size_t> shape_axis(std::int64_t axis, std::size_t rank, const ConcreteShape& of) {
+  const auto r = static_cast<std::int64_t>(rank);
+  const std::int64_t a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= r) return fail(Errc::out_of_range, "axis ", axis, " is out of range for ", of);
+  return static_cast<std::size_t>(a);
+}
+}  // namespace ops_detail
+
+template <Element T>
+struct StridedCopyArgs {
+  TensorView<const T> x;  // read through its strides (a permuted or sliced view of the input)
+  TensorView<T> y;        // same shape, written through its strides (a concat writes a slab of y)
+  auto fields() const { return std::tie(x, y); }
+};
+
+/// torch.permute (and torch.transpose): output dim i is input dim dims[i] (negative from the end).
+template <Element T>
+struct permute_op {
+  using Args = StridedCopyArgs<T>;
+  std::vector<std::int64_t> dims;
+  OpOutput out;
+
+  std::string_view name() const { return "permute"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"permute", "teeny_strided_copy", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(x, y)) return *e;
+    if (dims.size() != x->rank()) {
+      return fail(Errc::shape_mismatch, "permutation of ", dims.size(), " dims for input ", x->shape);
+    }
+    TensorView<const T> view = *x;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      auto d = ops_detail::shape_axis(dims[i], x->rank(), x->shape);
+      if (!d) return std::move(d).error();
+      view.shape[i] = x->shape[*d];
+      view.strides[i] = x->strides[*d];
+    }
+    if (view.shape != y->shape) {
+      return fail(Errc::shape_mismatch, "input ", x->shape, " permuted is ", view.shape, ", not the output ", y->shape);
+    }
+    return Args{view, *y};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<permute_op<float>>);
+
+/// x[start::step] along `axis`, as many elements as the output holds: a Slice, or one piece of a
+/// Split / chunk. start counts from the end when negative and clamps to the dim, as in Python.
+template <Element T>
+struct slice_op {
+  using Args = StridedCopyArgs<T>;
+  std::int64_t axis = 0;
+  std::int64_t start = 0;
+  std::int64_t step = 1;
+  OpOutput out;
+
+  std::string_view name() const { return "slice"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"slice", "teeny_strided_copy", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(x, y)) return *e;
+    auto a = ops_detail::shape_axis(axis, x->rank(), x->shape);
+    if (!a) return std::move(a).error();
+    const std::int64_t n = x->shape[*a];
+    std::int64_t first = start < 0 ? start + n : start;
+    first = first < 0 ? 0 : (first > n ? n : first);
+    const std::int64_t count = y->rank() == x->rank() ? y->shape[*a] : -1;
+    if (step < 1 || count < 0 || (count > 0 && first + (count - 1) * step >= n)) {
+      return fail(Errc::shape_mismatch, "slice [", first, "::", step, "] of dim ", *a, " of input ", x->shape,
+                  " cannot fill the output ", y->shape);
+    }
+    TensorView<const T> view = *x;
+    if (count > 0) view.data += first * x->strides[*a];
+    view.strides[*a] *= step;
+    view.shape[*a] = count;
+    if (view.shape != y->shape) {
+      return fail(Errc::shape_mismatch, "a slice of input ", x->shape, " along dim ", *a, " is not the output ",
+                  y->shape);
+    }
+    return Args{view, *y};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<slice_op<float>>);
+
+/// torch.cat along `axis` of `inputs` tensors: one launch per input, each copying it into its slab
+/// of the output (so the argument list stays fixed whatever the number of inputs).
+template <Element T>
+struct concat_op {
+  using Args = StridedCopyArgs<T>;
+  std::int64_t axis = 0;
+  std::size_t inputs = 1;
+  OpOutput out;
+
+  std::string_view name() const { return "concat"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"concat", "teeny_strided_copy", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return inputs; }
+  std::size_t n_launches() const { return inputs; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const { return pack_args_for_launch(0, b); }
+  Result<Args> pack_args_for_launch(std::size_t launch, const OpBindings& b) const {
+    auto x = input_view<const T>(b, launch);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(x, y)) return *e;
+    auto a = ops_detail::shape_axis(axis, y->rank(), y->shape);
+    if (!a) return std::move(a).error();
+    std::int64_t offset = 0;  // where this input's slab starts along the axis
+    for (std::size_t i = 0; i < launch; ++i) offset += b.inputs[i].shape.rank() > *a ? b.inputs[i].shape[*a] : 0;
+    TensorView<T> slab = *y;
+    slab.shape = x->shape;
+    bool fits = x->rank() == y->rank() && offset + x->shape[*a] <= y->shape[*a];
+    for (std::size_t d = 0; fits && d < y->rank(); ++d) fits = d == *a || x->shape[d] == y->shape[d];
+    if (!fits) {
+      return fail(Errc::shape_mismatch, "input ", launch, " ", x->shape, " does not fit the output ", y->shape,
+                  " at offset ", offset, " of dim ", *a);
+    }
+    if (x->numel() > 0) slab.data += offset * y->strides[*a];
+    return Args{*x, slab};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+  Dim3 grid_for_launch(std::size_t launch, std::span<const ConcreteShape> in, const ConcreteShape& y) const {
+    return {ceil_div(launch < in.size() ? in[launch].numel() : y.numel(), 256), 1, 1};
+  }
+};
+static_assert(RuntimeOp<concat_op<float>>);
+
+using math::PadKind;
+
+template <Element T>
+struct PadArgs {
+  TensorView<const T> x;
+  TensorView<T> y;                              // contiguous
+  std::array<std::int64_t, max_rank> before{};  // padded in front of each dim (negative: cropped)
+  PadKind kind = PadKind::constant;
+  T value{};  // constant mode's fill
+  auto fields() const { return std::tie(x, y, before, kind, value); }
+};
+
+/// F.pad: constant (with value; negative pads crop), reflect or replicate. `attrs.pads` lists
+/// (before, after) pairs from the last dim, as F.pad does.
+template <Element T>
+struct pad_op {
+  using Args = PadArgs<T>;
+  Pad attrs;
+  OpOutput out;
+
+  std::string_view name() const { return "pad"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"pad", "teeny_pad", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(x, y)) return *e;
+    auto yc = contiguous_as(*y, y->shape, "output");
+    if (!yc) return std::move(yc).error();
+    const std::size_t rank = x->rank();
+    if (attrs.pads.size() % 2 != 0 || attrs.pads.size() / 2 > rank || y->rank() != rank) {
+      return fail(Errc::shape_mismatch, "pads of ", attrs.pads.size(), " values for input ", x->shape, " and output ",
+                  y->shape);
+    }
+    constexpr PadKind kinds[] = {PadKind::constant, PadKind::reflect, PadKind::replicate};
+    Args args{*x, *yc, {}, kinds[static_cast<std::size_t>(attrs.mode)], convert_element<T>(attrs.value)};
+    for (std::size_t i = 0; i < attrs.pads.size() / 2; ++i) args.before[rank - 1 - i] = attrs.pads[2 * i];
+    for (std::size_t d = 0; d < rank; ++d) {
+      const std::size_t i = rank - 1 - d;  // pair index of dim d
+      const std::int64_t after = 2 * i + 1 < attrs.pads.size() ? attrs.pads[2 * i + 1] : 0;
+      if (x->shape[d] + args.before[d] + after != y->shape[d]) {
+        return fail(Errc::shape_mismatch, "padding input ", x->shape, " does not give the output ", y->shape);
+      }
+    }
+    return args;
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<pad_op<float>>);
+
+template <FloatElement T>
+struct UpsampleArgs {
+  TensorView<const T> x;  // [N, C, H, W]
+  TensorView<T> y;        // [N, C, OH, OW], contiguous
+  float inv_scale_h = 1;  // float(1 / scale), the factor PyTorch's nearest index uses
+  float inv_scale_w = 1;
+  auto fields() const { return std::tie(x, y, inv_scale_h, inv_scale_w); }
+};
+
+/// nn.Upsample(scale_factor=(scale_h, scale_w), mode='nearest') of [N, C, H, W].
+template <FloatElement T>
+struct upsample_op {
+  using Args = UpsampleArgs<T>;
+  Upsample attrs;
+  OpOutput out;
+
+  std::string_view name() const { return "upsample"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"upsample", "teeny_upsample_nearest", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(x, y)) return *e;
+    auto yc = contiguous_as(*y, y->shape, "output");
+    if (!yc) return std::move(yc).error();
+    if (x->rank() != 4 || y->rank() != 4 || x->shape[0] != y->shape[0] || x->shape[1] != y->shape[1]) {
+      return fail(Errc::shape_mismatch, "upsampling needs [N, C, H, W] in and out, got ", x->shape, " -> ", y->shape);
+    }
+    return Args{*x, *yc, static_cast<float>(1.0 / attrs.scale_h), static_cast<float>(1.0 / attrs.scale_w)};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<upsample_op<float>>);
+
+/// Cast's arguments are untyped: both dtypes are run-time values (a Cast crosses from or to
+/// dtypes other than the op set's T), and the kernel dispatches on the pair.
+struct CastArgs {
+  const void* x = nullptr;  // n elements of `from`, contiguous
+  void* y = nullptr;        // n elements of `to`, contiguous
+  std::int64_t n = 0;
+  DType from = DType::f32;
+  DType to = DType::f32;
+  auto fields() const { return std::tie(x, y, n, from, to); }
+};
+
+/// Tensor.to(dtype) from any dtype to any other (rules: kernels/math/cast.hpp). T is only the op
+/// set's compute type: the dtypes are the bindings'.
+template <FloatElement T>
+struct cast_op {
+  using Args = CastArgs;
+  DType dtype = DType::f32;
+  OpOutput out;
+
+  std::string_view name() const { return "cast"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype; }
+  KernelInstance kernel() const { return {{"cast", "teeny_cast", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    if (b.inputs.empty()) return fail(Errc::invalid_argument, "missing input 0 (0 bound)");
+    const TensorBinding& x = b.inputs[0];
+    const TensorBinding& y = b.output;
+    auto padded = [](const TensorBinding& t) { return t.row_stride != 0 && t.row_stride != t.shape.last(); };
+    if (y.dtype != dtype) {
+      return fail(Errc::dtype_mismatch, "output is bound as ", y.dtype, " but the cast makes ", dtype);
+    }
+    if (padded(x) || padded(y) || x.shape.numel() != y.shape.numel()) {
+      return fail(Errc::shape_mismatch, "cast of ", x.shape, " into ", y.shape,
+                  " needs contiguous tensors of one size");
+    }
+    return Args{x.data, y.data, y.shape.numel(), x.dtype, y.dtype};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<cast_op<float>>);
 
 }  // namespace teeny

@@ -54,12 +54,13 @@ struct kernel_state {
       std::declval<const Op&>(), std::declval<const typename Op::Args&>(), std::declval<B&>()))>::value_type;
 };
 
-// A plan step: the op, its bound arguments and its prepared kernel state (inputs: nothing to run).
+// A plan step: the op, its bound arguments and its prepared kernel state, one of each per launch
+// (a concat launches once per input; inputs: nothing to run).
 template <class B, class Op>
 struct Step {
   const Op* op = nullptr;
-  typename Op::Args args{};
-  std::optional<typename kernel_state<B, Op>::type> state;
+  std::vector<typename Op::Args> args;
+  std::vector<typename kernel_state<B, Op>::type> states;
 };
 template <class B>
 struct Step<B, InputOp> {
@@ -162,7 +163,9 @@ class LoadedModel {
     for (auto& step : current_->steps) {
       std::visit(
           [&]<class Op>(loaded_detail::Step<Backend, Op>& s) {
-            if constexpr (!InputOpType<Op>) run_kernel(*s.op, s.args, *s.state, *backend_);
+            if constexpr (!InputOpType<Op>) {
+              for (std::size_t i = 0; i < s.args.size(); ++i) run_kernel(*s.op, s.args[i], s.states[i], *backend_);
+            }
           },
           step);
     }
@@ -345,9 +348,14 @@ class LoadedModel {
             s.op = &op;
             if constexpr (!InputOpType<Op>) {
               // Stored bindings outlive the call: the views in Args point into the arena and params.
-              auto args = op.pack_args(OpBindings{in_bindings, param_bindings, plan->values[id]});
-              if (!args) return std::move(args).error();
-              s.args = *args;
+              const OpBindings bindings{in_bindings, param_bindings, plan->values[id]};
+              const std::size_t launches = n_launches(op);
+              for (std::size_t launch = 0; launch < launches; ++launch) {
+                auto args = pack_args_for_launch(op, launch, bindings);
+                if (!args && launches > 1) return std::move(args).error().context(cat("launch ", launch));
+                if (!args) return std::move(args).error();
+                s.args.push_back(*args);
+              }
             }
             return s;
           },
@@ -358,7 +366,17 @@ class LoadedModel {
     if (auto prepared = prepare(*plan); !prepared) return std::move(prepared).error();
 
     plan->stats.steps = 0;
-    for (NodeId id : order_) plan->stats.steps += std::holds_alternative<InputOp>(dag[id].op) ? 0 : 1;
+    for (const auto& step : plan->steps) {
+      plan->stats.steps += std::visit(
+          []<class Op>(const loaded_detail::Step<Backend, Op>& s) -> std::size_t {
+            if constexpr (InputOpType<Op>) {
+              return 0;
+            } else {
+              return s.args.size();
+            }
+          },
+          step);
+    }
     plan->stats.arena_bytes = memory.arena_bytes;
     plan->stats.naive_arena_bytes = memory.naive_bytes;
     for (const auto& p : params_) {
@@ -409,9 +427,12 @@ class LoadedModel {
       Result<void> prepared = std::visit(
           [&]<class Op>(loaded_detail::Step<Backend, Op>& step) -> Result<void> {
             if constexpr (!InputOpType<Op>) {
-              auto state = prepare_kernel(*step.op, step.args, *backend_);
-              if (!state) return std::move(state).error();
-              step.state.emplace(std::move(*state));
+              step.states.clear();
+              for (const auto& args : step.args) {
+                auto state = prepare_kernel(*step.op, args, *backend_);
+                if (!state) return std::move(state).error();
+                step.states.push_back(std::move(*state));
+              }
             }
             return ok();
           },

@@ -1,13 +1,14 @@
 // teeny.runtime:standard_lowering — Graph -> Dag<standard_ops<T>> for inference.
 //
 // standard_node_lowering<T> maps each graph op to its executable op, keeping every attribute;
-// fuse_activations<Base> is a middleware that folds an activation into the Linear before it
-// (one GEMM pass with bias + activation) and delegates everything else to its base;
+// fuse_activations<Base> is a middleware that folds an activation into the Linear, Conv or
+// BatchNorm before it (one pass with bias + activation) and delegates everything else to its base;
 // standard_lowering<T> is the two together, as a whole-graph Lowering.
 //
 //   auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::inference);
 module;
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,6 +61,37 @@ inline std::optional<std::pair<UnaryFn, UnaryParams>> activation_of(const GraphO
                     op);
 }
 
+// Whether an op reads inputs of dtypes other than the compute type (Cast: any; Embedding: integer
+// indices), and whether its output may be one (Cast; graph inputs, checked by their readers).
+inline bool reads_any_dtype(const GraphOp& op) {
+  return std::holds_alternative<Cast>(op) || std::holds_alternative<Embedding>(op);
+}
+inline bool makes_any_dtype(const GraphOp& op) {
+  return std::holds_alternative<Cast>(op) || std::holds_alternative<Input>(op);
+}
+
+// torch.transpose(dim0, dim1) as a permutation of `rank` dims.
+inline std::vector<std::int64_t> transpose_dims(const Transpose& t, std::size_t rank) {
+  std::vector<std::int64_t> dims;
+  for (std::size_t i = 0; i < rank; ++i) dims.push_back(static_cast<std::int64_t>(i));
+  const auto r = static_cast<std::int64_t>(rank);
+  auto axis = [r](std::int64_t d) { return static_cast<std::size_t>((d % r + r) % r); };
+  if (rank > 0) std::swap(dims[axis(t.dim0)], dims[axis(t.dim1)]);
+  return dims;
+}
+
+// The first element of piece `s.index` along the split axis.
+inline std::int64_t split_start(const Split& s) {
+  std::int64_t start = 0;
+  for (std::int64_t i = 0; i < s.index; ++i) start += s.sizes[static_cast<std::size_t>(i)];
+  return start;
+}
+
+inline ReduceFn reduce_fn(ReduceOp op) {
+  constexpr ReduceFn fns[] = {ReduceFn::sum, ReduceFn::mean, ReduceFn::max};
+  return fns[static_cast<std::size_t>(op)];
+}
+
 inline BinaryFn binary_fn(BinaryOp op) {
   constexpr BinaryFn fns[] = {BinaryFn::add, BinaryFn::sub,     BinaryFn::mul,    BinaryFn::div,
                               BinaryFn::pow, BinaryFn::maximum, BinaryFn::minimum};
@@ -76,8 +108,17 @@ struct standard_node_lowering {
     using namespace lowering_detail;
     const auto& node = ctx.graph().dag()[g];
     const TensorType& type = node.op.type;
-    if (type.dtype != dtype_of<T>) {
+    // Everything computes in T, but for Cast (any dtype in and out) and Embedding (integer indices
+    // in). Graph inputs may have any dtype: each reader checks its operands here.
+    if (type.dtype != dtype_of<T> && !makes_any_dtype(node.op.op)) {
       return fail(Errc::unsupported, "its output is ", type.dtype, ", but this lowering computes in ", dtype_of<T>);
+    }
+    for (std::size_t slot = 0; slot < node.inputs.size() && !reads_any_dtype(node.op.op); ++slot) {
+      const DType in = ctx.graph().dag()[node.inputs[slot]].op.type.dtype;
+      if (in != dtype_of<T>) {
+        return fail(Errc::unsupported, "input ", slot, " is ", in, ", but this lowering computes in ", dtype_of<T>,
+                    " (cast it first)");
+      }
     }
     const OpOutput out{type.shape, type.dtype};
     auto emit = [&](op_set op) -> Result<bool> {
@@ -93,6 +134,30 @@ struct standard_node_lowering {
                           [&](const Binary& b) { return emit(binary_op<T>{binary_fn(b.op), out}); },
                           [&](const Flatten&) { return emit(reshape_op<T>{out}); },
                           [&](const Reshape&) { return emit(reshape_op<T>{out}); },
+                          [&](const Conv1d& c) { return emit(conv_op<T>::from(c, out)); },
+                          [&](const Conv2d& c) { return emit(conv_op<T>::from(c, out)); },
+                          [&](const MaxPool2d& p) { return emit(max_pool2d_op<T>{p, out}); },
+                          [&](const AvgPool2d& p) { return emit(avg_pool2d_op<T>{p, out}); },
+                          [&](const AdaptiveAvgPool2d& p) { return emit(adaptive_avg_pool2d_op<T>{p, out}); },
+                          [&](const BatchNorm& n) { return emit(batch_norm_op<T>{n, out}); },
+                          [&](const LayerNorm& n) { return emit(layer_norm_op<T>{n, out}); },
+                          [&](const RMSNorm& n) { return emit(rms_norm_op<T>{n, out}); },
+                          [&](const GroupNorm& n) { return emit(group_norm_op<T>{n, out}); },
+                          [&](const Softmax& s) { return emit(softmax_op<T>{s.axis, false, out}); },
+                          [&](const LogSoftmax& s) { return emit(softmax_op<T>{s.axis, true, out}); },
+                          [&](const Reduce& r) { return emit(reduce_op<T>{reduce_fn(r.op), r.axes, r.keepdim, out}); },
+                          [&](const Transpose& t) {
+                            return emit(permute_op<T>{transpose_dims(t, type.shape.rank()), out});
+                          },
+                          [&](const Permute& p) { return emit(permute_op<T>{p.dims, out}); },
+                          [&](const Slice& s) { return emit(slice_op<T>{s.axis, s.start.value_or(0), s.step, out}); },
+                          [&](const Split& s) { return emit(slice_op<T>{s.axis, split_start(s), 1, out}); },
+                          [&](const Concat& c) { return emit(concat_op<T>{c.axis, node.inputs.size(), out}); },
+                          [&](const Pad& p) { return emit(pad_op<T>{p, out}); },
+                          [&](const Upsample& u) { return emit(upsample_op<T>{u, out}); },
+                          [&](const Cast& c) { return emit(cast_op<T>{c.dtype, out}); },
+                          [&](const Embedding& e) { return emit(embedding_op<T>{e, out}); },
+                          [&](const Attention& a) { return emit(attention_op<T>{a, out}); },
                           [&](const Dropout&) -> Result<bool> {
                             ctx.alias(g, ctx.input(g, 0));  // the identity at inference
                             return true;
@@ -103,8 +168,9 @@ struct standard_node_lowering {
   }
 };
 
-/// Middleware: an activation whose only input is a Linear used nowhere else (and not a graph
-/// output) becomes that Linear's epilogue; everything else goes to `Base`.
+/// Middleware: an activation whose only input is an op with an epilogue (Linear, Conv, BatchNorm)
+/// used nowhere else (and not a graph output) becomes that op's epilogue; everything else goes to
+/// `Base`.
 template <class Base>
 struct fuse_activations {
   using op_set = typename Base::op_set;
@@ -121,7 +187,7 @@ struct fuse_activations {
       // The DAG node must be the producer's own (not one it aliases, as a Dropout does), or
       // another user of that DAG node would see the activation too.
       if (private_value && ctx.dag()[dag_node].name == graph.dag()[producer].name) {
-        bool fused = false;  // only ops with an epilogue (linear) take the activation
+        bool fused = false;  // only ops with an epilogue (linear, conv, batch norm) take the activation
         std::visit(
             [&](auto& op) {
               if constexpr (requires { op.epilogue; }) {
@@ -150,7 +216,7 @@ struct fuse_activations {
   }
 };
 
-/// The standard lowering for element type T: standard ops with activations fused into Linears.
+/// The standard lowering for element type T: standard ops with activations fused where they can be.
 template <FloatElement T>
 struct standard_lowering {
   using op_set = standard_ops<T>;

@@ -6,26 +6,32 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 import teeny;
 
+#include "support/allocation_counter.hpp"
 #include "support/fixtures.hpp"
 
 namespace {
 using teeny::GraphBuilder;
 using teeny::Value;
 using Build = std::function<Value(GraphBuilder&, std::vector<Value>&)>;
+using BuildPieces = std::function<std::vector<Value>(GraphBuilder&, std::vector<Value>&)>;
 
 struct OpCase {
   std::string_view name;
   std::vector<std::string_view> inputs;  // fixture inputs, in operand order
   Build build;
+  BuildPieces pieces = {};  // instead of build for ops with several outputs (out.0, out.1, ...)
 };
 
 Build unary(Value (GraphBuilder::*method)(Value)) {
@@ -33,6 +39,254 @@ Build unary(Value (GraphBuilder::*method)(Value)) {
 }
 Build binary(Value (GraphBuilder::*method)(Value, Value)) {
   return [method](GraphBuilder& b, std::vector<Value>& in) { return (b.*method)(in[0], in[1]); };
+}
+
+// softmax, reductions, data movement, cast, embedding and attention (f32 results, or exact casts).
+void add_remaining_ops(std::vector<OpCase>& list) {
+  using teeny::DType;
+  using teeny::PadMode;
+  const std::pair<std::string_view, std::int64_t> softmaxes[] = {
+      {"_axis_neg1", -1}, {"_axis0", 0}, {"_axis1", 1}, {"_axis_neg2", -2}, {"_1d", 0}};
+  static std::vector<std::string> names;  // the case names must outlive the list
+  names.clear();
+  names.reserve(16);
+  for (const auto& [suffix, axis] : softmaxes) {
+    names.push_back("softmax" + std::string(suffix));
+    list.push_back({names.back(), {"x"}, [axis](GraphBuilder& b, auto& in) { return b.softmax(in[0], axis); }});
+    names.push_back("log_softmax" + std::string(suffix));
+    list.push_back({names.back(), {"x"}, [axis](GraphBuilder& b, auto& in) { return b.log_softmax(in[0], axis); }});
+  }
+  using Reduce = Value (GraphBuilder::*)(Value, std::vector<std::int64_t>, bool);
+  const std::pair<std::string_view, Reduce> reductions[] = {
+      {"sum", &GraphBuilder::sum}, {"mean", &GraphBuilder::mean}, {"max", &GraphBuilder::max}};
+  static std::vector<std::string> reduce_names;
+  reduce_names.clear();
+  reduce_names.reserve(18);
+  for (const auto& [op, method] : reductions) {
+    const std::tuple<std::string_view, std::vector<std::int64_t>, bool> shapes[] = {
+        {"_axis1", {1}, false},       {"_axis_neg1_keepdim", {-1}, true},
+        {"_axes_0_2", {0, 2}, false}, {"_axes_0_2_keepdim", {0, 2}, true},
+        {"_all", {}, false},          {"_all_keepdim", {0, 1, 2}, true}};
+    for (const auto& [suffix, axes, keepdim] : shapes) {
+      reduce_names.push_back(std::string(op) + std::string(suffix));
+      list.push_back({reduce_names.back(), {"x"}, [method, axes, keepdim](GraphBuilder& b, auto& in) {
+                        return (b.*method)(in[0], axes, keepdim);
+                      }});
+    }
+  }
+  const std::vector<OpCase> cases = {
+      {"sum_large", {"x"}, [](GraphBuilder& b, auto& in) { return b.sum(in[0], {1}); }},
+      {"mean_large", {"x"}, [](GraphBuilder& b, auto& in) { return b.mean(in[0]); }},
+      {"flatten_same_dim", {"x"}, [](GraphBuilder& b, auto& in) { return b.flatten(in[0], 2, 2); }},
+      {"flatten_scalar", {"x"}, [](GraphBuilder& b, auto& in) { return b.flatten(in[0], 0); }},
+      {"transpose", {"x"}, [](GraphBuilder& b, auto& in) { return b.transpose(in[0], 0, 2); }},
+      {"transpose_neg", {"x"}, [](GraphBuilder& b, auto& in) { return b.transpose(in[0], -1, -2); }},
+      {"permute", {"x"}, [](GraphBuilder& b, auto& in) { return b.permute(in[0], {2, 0, 3, 1}); }},
+      {"permute_neg", {"x"}, [](GraphBuilder& b, auto& in) { return b.permute(in[0], {-1, 0, 1}); }},
+      {"concat_axis0", {"a", "b", "c"}, [](GraphBuilder& b, auto& in) { return b.concat(in, 0); }},
+      {"concat_axis1", {"a", "b", "c"}, [](GraphBuilder& b, auto& in) { return b.concat(in, 1); }},
+      {"concat_axis_neg1", {"a", "b", "c"}, [](GraphBuilder& b, auto& in) { return b.concat(in, -1); }},
+      {"concat_one", {"a"}, [](GraphBuilder& b, auto& in) { return b.concat(in, 0); }},
+      {"split_axis1", {"x"}, {}, [](GraphBuilder& b, auto& in) { return b.split(in[0], {2, 3, 1}, 1); }},
+      {"split_axis0", {"x"}, {}, [](GraphBuilder& b, auto& in) { return b.split(in[0], {1, 3}, 0); }},
+      {"split_neg_axis_zero_piece", {"x"}, {}, [](GraphBuilder& b, auto& in) { return b.split(in[0], {2, 0, 3}, -1); }},
+      {"chunk_even", {"x"}, {}, [](GraphBuilder& b, auto& in) { return b.chunk(in[0], 3, 0); }},
+      {"chunk_uneven", {"x"}, {}, [](GraphBuilder& b, auto& in) { return b.chunk(in[0], 4, 1); }},
+      {"chunk_fewer", {"x"}, {}, [](GraphBuilder& b, auto& in) { return b.chunk(in[0], 4, -1); }},
+      {"slice_neg_start", {"x"}, [](GraphBuilder& b, auto& in) { return b.slice(in[0], 1, -3); }},
+      {"slice_step2", {"x"}, [](GraphBuilder& b, auto& in) { return b.slice(in[0], 1, 1, 8, 2); }},
+      {"slice_start_step2", {"x"}, [](GraphBuilder& b, auto& in) { return b.slice(in[0], 0, 1, std::nullopt, 2); }},
+      {"slice_neg_end", {"x"}, [](GraphBuilder& b, auto& in) { return b.slice(in[0], -1, 1, -1); }},
+      {"slice_neg_both_step3", {"x"}, [](GraphBuilder& b, auto& in) { return b.slice(in[0], 1, -8, -1, 3); }},
+      {"slice_clamped", {"x"}, [](GraphBuilder& b, auto& in) { return b.slice(in[0], 1, -100, 100, 3); }},
+      {"slice_empty", {"x"}, [](GraphBuilder& b, auto& in) { return b.slice(in[0], 1, 5, 2); }},
+      {"pad_constant_2d",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {1, 2}, PadMode::constant, 1.5); }},
+      {"pad_constant_2d_both",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {1, 2, 2, 0}, PadMode::constant, 1.5); }},
+      {"pad_constant_4d",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {1, 2, 0, 1}, PadMode::constant, 1.5); }},
+      {"pad_constant_default", {"x"}, [](GraphBuilder& b, auto& in) { return b.pad(in[0], {2, 2, 1, 1}); }},
+      {"pad_constant_3dims",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {1, 0, 0, 2, 1, 1}, PadMode::constant, -1.0); }},
+      {"pad_constant_negative",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {-1, 2, 1, -2}, PadMode::constant, 1.5); }},
+      {"pad_reflect_2d", {"x"}, [](GraphBuilder& b, auto& in) { return b.pad(in[0], {2, 3}, PadMode::reflect); }},
+      {"pad_reflect_3d", {"x"}, [](GraphBuilder& b, auto& in) { return b.pad(in[0], {3, 1}, PadMode::reflect); }},
+      {"pad_reflect_4d", {"x"}, [](GraphBuilder& b, auto& in) { return b.pad(in[0], {2, 1, 1, 3}, PadMode::reflect); }},
+      {"pad_reflect_5d",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {1, 2, 1, 1, 2, 0}, PadMode::reflect); }},
+      {"pad_replicate_2d", {"x"}, [](GraphBuilder& b, auto& in) { return b.pad(in[0], {2, 3}, PadMode::replicate); }},
+      {"pad_replicate_3d", {"x"}, [](GraphBuilder& b, auto& in) { return b.pad(in[0], {1, 4}, PadMode::replicate); }},
+      {"pad_replicate_4d",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {2, 1, 3, 0}, PadMode::replicate); }},
+      {"pad_replicate_3d_unbatched_hw",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {1, 2, 2, 1}, PadMode::replicate); }},
+      {"pad_replicate_5d",
+       {"x"},
+       [](GraphBuilder& b, auto& in) { return b.pad(in[0], {1, 2, 1, 1, 2, 0}, PadMode::replicate); }},
+      {"upsample_nearest_2", {"x"}, [](GraphBuilder& b, auto& in) { return b.upsample(in[0], 2); }},
+      {"upsample_nearest_3", {"x"}, [](GraphBuilder& b, auto& in) { return b.upsample(in[0], 3); }},
+      {"upsample_nearest_2x3", {"x"}, [](GraphBuilder& b, auto& in) { return b.upsample(in[0], 2, 3); }},
+      {"upsample_nearest_fractional", {"x"}, [](GraphBuilder& b, auto& in) { return b.upsample(in[0], 1.5, 2.5); }},
+      {"embedding", {"indices"}, [](GraphBuilder& b, auto& in) { return b.embedding(in[0], 10, 4); }},
+      {"embedding_padding_idx",
+       {"indices"},
+       [](GraphBuilder& b, auto& in) { return b.embedding(in[0], 10, 4, {.padding_idx = 0}); }},
+      {"embedding_padding_idx_negative",
+       {"indices"},
+       [](GraphBuilder& b, auto& in) { return b.embedding(in[0], 10, 3, {.padding_idx = -1}); }},
+      {"embedding_i32", {"indices"}, [](GraphBuilder& b, auto& in) { return b.embedding(in[0], 7, 5); }},
+      {"embedding_scalar", {"indices"}, [](GraphBuilder& b, auto& in) { return b.embedding(in[0], 6, 3); }},
+  };
+  list.insert(list.end(), cases.begin(), cases.end());
+  const std::pair<std::string_view, DType> casts[] = {
+      {"cast_f32_f64", DType::f64},      {"cast_f32_i64", DType::i64},  {"cast_f32_i32", DType::i32},
+      {"cast_f32_u8", DType::u8},        {"cast_i64_f32", DType::f32},  {"cast_i32_i64", DType::i64},
+      {"cast_i64_i32", DType::i32},      {"cast_f64_f32", DType::f32},  {"cast_f32_f16", DType::f16},
+      {"cast_f32_bf16", DType::bf16},    {"cast_f16_f32", DType::f32},  {"cast_bf16_f32", DType::f32},
+      {"cast_f32_bool", DType::boolean}, {"cast_bool_f32", DType::f32}, {"cast_i64_f64", DType::f64}};
+  for (const auto& [name, dtype] : casts) {
+    list.push_back({name, {"x"}, [dtype](GraphBuilder& b, auto& in) { return b.cast(in[0], dtype); }});
+  }
+  const std::pair<std::string_view, teeny::AttentionOptions> attentions[] = {
+      {"attention", {}},
+      {"attention_causal", {.causal = true}},
+      {"attention_causal_l_lt_s", {.causal = true}},
+      {"attention_causal_l_gt_s", {.causal = true}},
+      {"attention_scale", {.scale = 0.3}},
+      {"attention_causal_scale", {.causal = true, .scale = 0.3}},
+      {"attention_heads", {}},
+      {"attention_batch_broadcast", {}},
+      {"attention_large_logits", {.scale = 1.0}},
+      {"attention_2d", {}}};
+  for (const auto& [name, options] : attentions) {
+    list.push_back({name, {"q", "k", "v"}, [options](GraphBuilder& b, auto& in) {
+                      return b.attention(in[0], in[1], in[2], options);
+                    }});
+  }
+}
+
+// convolution, pooling and normalisation (f32), with PyTorch's parameter layouts.
+void add_cnn_ops(std::vector<OpCase>& list) {
+  using teeny::Size2;
+  using C1 = teeny::Conv1dOptions;
+  using C2 = teeny::Conv2dOptions;
+  using MP = teeny::Pool2dOptions;
+  using AP = teeny::AvgPool2dOptions;
+  auto conv1d = [](std::int64_t out, std::int64_t k, C1 o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.conv1d(in[0], out, k, o); };
+  };
+  auto conv2d = [](std::int64_t out, Size2 k, C2 o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.conv2d(in[0], out, k, o); };
+  };
+  auto max_pool = [](Size2 k, MP o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.max_pool2d(in[0], k, o); };
+  };
+  auto avg_pool = [](Size2 k, AP o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.avg_pool2d(in[0], k, o); };
+  };
+  auto adaptive = [](Size2 size) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.adaptive_avg_pool2d(in[0], size); };
+  };
+  auto bn1d = [](teeny::BatchNormOptions o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.batch_norm1d(in[0], o); };
+  };
+  auto bn2d = [](teeny::BatchNormOptions o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.batch_norm2d(in[0], o); };
+  };
+  auto layer_norm = [](std::vector<std::int64_t> shape, teeny::LayerNormOptions o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.layer_norm(in[0], shape, o); };
+  };
+  auto rms_norm = [](std::vector<std::int64_t> shape, teeny::RMSNormOptions o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.rms_norm(in[0], shape, o); };
+  };
+  auto group_norm = [](std::int64_t groups, teeny::GroupNormOptions o = {}) -> Build {
+    return [=](GraphBuilder& b, std::vector<Value>& in) { return b.group_norm(in[0], groups, o); };
+  };
+  const std::vector<OpCase> cases = {
+      {"conv1d", {"x"}, conv1d(4, 3)},
+      {"conv1d_stride2_pad1", {"x"}, conv1d(4, 3, {.stride = 2, .padding = 1})},
+      {"conv1d_dilation2", {"x"}, conv1d(4, 3, {.padding = 2, .dilation = 2})},
+      {"conv1d_groups2", {"x"}, conv1d(6, 3, {.groups = 2})},
+      {"conv1d_depthwise", {"x"}, conv1d(4, 5, {.padding = 2, .groups = 4})},
+      {"conv1d_no_bias", {"x"}, conv1d(5, 4, {.bias = false})},
+      {"conv1d_all", {"x"}, conv1d(6, 3, {.stride = 3, .padding = 2, .dilation = 2, .groups = 2, .bias = false})},
+      {"conv1d_unbatched", {"x"}, conv1d(4, 3, {.padding = 1})},
+      {"conv2d_3x3_pad1", {"x"}, conv2d(4, 3, {.padding = 1})},
+      {"conv2d_stride2", {"x"}, conv2d(4, 3, {.stride = 2})},
+      {"conv2d_stride2_pad1_even", {"x"}, conv2d(4, 3, {.stride = 2, .padding = 1})},
+      {"conv2d_dilation2", {"x"}, conv2d(4, 3, {.padding = 2, .dilation = 2})},
+      {"conv2d_groups2", {"x"}, conv2d(6, 3, {.padding = 1, .groups = 2})},
+      {"conv2d_depthwise", {"x"}, conv2d(4, 3, {.padding = 1, .groups = 4})},
+      {"conv2d_depthwise_multiplier", {"x"}, conv2d(6, 3, {.groups = 3})},
+      {"conv2d_1x1", {"x"}, conv2d(5, 1)},
+      {"conv2d_no_bias", {"x"}, conv2d(4, 3, {.bias = false})},
+      {"conv2d_nonsquare", {"x"}, conv2d(4, {3, 5}, {.stride = {2, 1}, .padding = {1, 2}})},
+      {"conv2d_nonsquare_dilation", {"x"}, conv2d(3, {2, 3}, {.stride = {1, 2}, .padding = {0, 1}, .dilation = {3, 2}})},
+      {"conv2d_5x5_pad2", {"x"}, conv2d(8, 5, {.padding = 2})},
+      {"conv2d_unbatched", {"x"}, conv2d(4, 3, {.padding = 1})},
+      {"max_pool2d_k2", {"x"}, max_pool(2)},
+      {"max_pool2d_k3_s2_p1", {"x"}, max_pool(3, {.stride = 2, .padding = 1})},
+      {"max_pool2d_k3_s2_p1_negative", {"x"}, max_pool(3, {.stride = 2, .padding = 1})},
+      {"max_pool2d_dilation2", {"x"}, max_pool(3, {.stride = 1, .dilation = 2})},
+      {"max_pool2d_dilation_pad", {"x"}, max_pool(3, {.stride = 2, .padding = 1, .dilation = {2, 1}})},
+      {"max_pool2d_ceil", {"x"}, max_pool(2, {.ceil_mode = true})},
+      {"max_pool2d_ceil_k3_s2_p1", {"x"}, max_pool(3, {.stride = 2, .padding = 1, .ceil_mode = true})},
+      {"max_pool2d_ceil_drop_last", {"x"}, max_pool(2, {.stride = 2, .padding = 1, .ceil_mode = true})},
+      {"max_pool2d_nonsquare", {"x"}, max_pool({2, 3}, {.stride = Size2{1, 2}, .padding = {1, 1}})},
+      {"max_pool2d_unbatched", {"x"}, max_pool(2)},
+      {"avg_pool2d_k2", {"x"}, avg_pool(2)},
+      {"avg_pool2d_k3_s2_p1_include_pad", {"x"}, avg_pool(3, {.stride = 2, .padding = 1, .count_include_pad = true})},
+      {"avg_pool2d_k3_s2_p1_exclude_pad", {"x"}, avg_pool(3, {.stride = 2, .padding = 1, .count_include_pad = false})},
+      {"avg_pool2d_ceil", {"x"}, avg_pool(2, {.ceil_mode = true})},
+      {"avg_pool2d_ceil_pad_include", {"x"},
+       avg_pool(3, {.stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = true})},
+      {"avg_pool2d_ceil_pad_exclude", {"x"},
+       avg_pool(3, {.stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false})},
+      {"avg_pool2d_ceil_drop_last", {"x"}, avg_pool(2, {.stride = 2, .padding = 1, .ceil_mode = true})},
+      {"avg_pool2d_divisor_override", {"x"}, avg_pool(3, {.stride = 2, .padding = 1, .divisor_override = 5})},
+      {"avg_pool2d_nonsquare", {"x"},
+       avg_pool({2, 3}, {.stride = Size2{1, 2}, .padding = {1, 1}, .count_include_pad = false})},
+      {"avg_pool2d_unbatched", {"x"}, avg_pool(3, {.stride = 3})},
+      {"adaptive_avg_pool2d_1x1", {"x"}, adaptive(1)},
+      {"adaptive_avg_pool2d_3x2", {"x"}, adaptive({3, 2})},
+      {"adaptive_avg_pool2d_upsample", {"x"}, adaptive({5, 7})},
+      {"adaptive_avg_pool2d_unbatched", {"x"}, adaptive({4, 4})},
+      {"batch_norm1d_nc", {"x"}, bn1d()},
+      {"batch_norm1d_ncl", {"x"}, bn1d()},
+      {"batch_norm2d", {"x"}, bn2d()},
+      {"batch_norm2d_eps", {"x"}, bn2d({.eps = 0.1, .momentum = std::nullopt})},
+      {"batch_norm2d_no_affine", {"x"}, bn2d({.affine = false})},
+      {"batch_norm2d_no_running_stats", {"x"}, bn2d({.track_running_stats = false})},
+      {"batch_norm1d_no_running_stats", {"x"}, bn1d({.affine = false, .track_running_stats = false})},
+      {"batch_norm3d", {"x"},
+       [](GraphBuilder& b, auto& in) { return b.add(teeny::BatchNorm{.num_features = 3, .spatial_dims = 3}, {in[0]}); }},
+      {"layer_norm_last", {"x"}, layer_norm({8})},
+      {"layer_norm_last2", {"x"}, layer_norm({3, 8})},
+      {"layer_norm_no_affine", {"x"}, layer_norm({8}, {.elementwise_affine = false})},
+      {"layer_norm_eps", {"x"}, layer_norm({6}, {.eps = 0.001})},
+      {"layer_norm_no_bias", {"x"}, layer_norm({8}, {.bias = false})},
+      {"rms_norm_last", {"x"}, rms_norm({8}, {.eps = 1e-6})},
+      {"rms_norm_eps_none", {"x"}, rms_norm({8})},
+      {"rms_norm_last2", {"x"}, rms_norm({3, 8}, {.eps = 1e-5})},
+      {"rms_norm_no_affine", {"x"}, rms_norm({6}, {.eps = 1e-6, .elementwise_affine = false})},
+      {"rms_norm_eps_small_input", {"x"}, rms_norm({6}, {.eps = 0.001})},
+      {"group_norm", {"x"}, group_norm(2)},
+      {"group_norm_no_affine", {"x"}, group_norm(3, {.affine = false})},
+      {"group_norm_per_channel_eps", {"x"}, group_norm(6, {.eps = 0.001})},
+      {"group_norm_one_group", {"x"}, group_norm(1)},
+      {"group_norm_2d_input", {"x"}, group_norm(4)},
+  };
+  list.insert(list.end(), cases.begin(), cases.end());
 }
 
 std::vector<OpCase> cases() {
@@ -99,7 +353,27 @@ std::vector<OpCase> cases() {
       list.push_back({names.back(), {"a", "b"}, binary(method)});
     }
   }
+  add_remaining_ops(list);
+  add_cnn_ops(list);
   return list;
+}
+
+// Exact equality, for outputs that are not f32 (casts): same dtype, shape and bytes.
+void check_exact(const teeny::TensorBinding& actual, const teeny::Tensor& expected) {
+  REQUIRE(actual.shape == expected.shape());
+  REQUIRE(actual.dtype == expected.dtype());
+  const std::size_t size = teeny::size_of(expected.dtype());
+  const auto* got = static_cast<const std::byte*>(actual.data);
+  std::int64_t bad = 0;
+  std::int64_t first_bad = -1;
+  for (std::int64_t i = 0; i < expected.numel(); ++i) {
+    if (std::memcmp(got + i * size, expected.data() + i * size, size) != 0) {
+      if (first_bad < 0) first_bad = i;
+      ++bad;
+    }
+  }
+  INFO("first mismatch at element " << first_bad << " (" << bad << " of " << expected.numel() << " differ)");
+  CHECK(bad == 0);
 }
 
 void run_case(const OpCase& c) {
@@ -116,7 +390,17 @@ void run_case(const OpCase& c) {
     inputs.push_back(b.input(std::string(name), tensor->dtype(), teeny::Shape(tensor->shape())));
     input_tensors.push_back(std::move(*tensor));
   }
-  b.output("out", c.build(b, inputs).named("op"));
+  std::vector<std::string> outputs;
+  if (c.pieces) {
+    std::vector<Value> pieces = c.pieces(b, inputs);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      outputs.push_back("out." + std::to_string(i));
+      b.output(outputs.back(), pieces[i].named("op." + std::to_string(i)));
+    }
+  } else {
+    outputs.push_back("out");
+    b.output("out", c.build(b, inputs).named("op"));
+  }
   auto graph = std::move(b).build();
   REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
 
@@ -131,11 +415,21 @@ void run_case(const OpCase& c) {
   for (std::size_t i = 0; i < inputs.size(); ++i) refs.push_back(teeny::TensorRef::of(c.inputs[i], input_tensors[i]));
   auto ran = model->forward(refs);
   REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
-  auto expected = file->read("out");
-  REQUIRE(expected);
-  auto actual = model->output("out");
-  REQUIRE(actual);
-  fixtures::check_close(*actual, *expected);
+  const std::size_t allocations = test_support::allocation_count();
+  REQUIRE(model->forward(refs));  // again: the kernels allocate nothing per forward
+  CHECK(test_support::allocation_count() == allocations);
+  for (const std::string& name : outputs) {
+    CAPTURE(name);
+    auto expected = file->read(name);
+    REQUIRE(expected);
+    auto actual = model->output(name);
+    REQUIRE(actual);
+    if (expected->dtype() == teeny::DType::f32) {
+      fixtures::check_close(*actual, *expected);
+    } else {
+      check_exact(*actual, *expected);
+    }
+  }
 }
 }  // namespace
 
@@ -143,4 +437,156 @@ TEST_CASE("CPU ops match PyTorch (tests/fixtures/ops)") {
   for (const OpCase& c : cases()) {
     SUBCASE(std::string(c.name).c_str()) { run_case(c); }
   }
+}
+
+namespace {
+// Deterministic pseudo-random floats in [-scale, scale).
+std::vector<float> noise(std::size_t n, float scale, std::uint32_t seed) {
+  std::vector<float> values(n);
+  for (float& v : values) {
+    seed = seed * 1664525u + 1013904223u;
+    v = scale * (static_cast<float>(seed >> 8) / 8388608.0f - 1.0f);
+  }
+  return values;
+}
+
+void check_near(const teeny::TensorBinding& actual, const std::vector<double>& expected, double rtol = 1e-5,
+                double atol = 1e-6) {
+  auto got = actual.as<const float>();
+  REQUIRE(got);
+  REQUIRE(got->numel() == static_cast<std::int64_t>(expected.size()));
+  std::int64_t bad = 0;
+  std::int64_t first_bad = -1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (!(std::abs(got->data[i] - expected[i]) <= atol + rtol * std::abs(expected[i]))) {
+      if (first_bad < 0) first_bad = static_cast<std::int64_t>(i);
+      ++bad;
+    }
+  }
+  INFO("first mismatch at element " << first_bad << " (" << bad << " of " << expected.size() << " differ)");
+  CHECK(bad == 0);
+}
+}  // namespace
+
+TEST_CASE("CPU ops split over threads match a double-precision reference") {
+  // Sizes past one task's blocks (64 columns, 64 query rows, 16K elements), so every parallel path runs.
+  constexpr std::int64_t A = 3, B = 70, C = 90, L = 150, S = 130, E = 16, EV = 8;
+  const std::vector<float> xs = noise(A * B * C, 4.0f, 1);
+  const std::vector<float> qs = noise(2 * L * E, 1.0f, 2);
+  const std::vector<float> ks = noise(S * E, 1.0f, 3);
+  const std::vector<float> vs = noise(2 * S * EV, 1.0f, 4);
+  GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {A, B, C});
+  auto q = b.input("q", teeny::DType::f32, {2, L, E});
+  auto k = b.input("k", teeny::DType::f32, {1, S, E});
+  auto v = b.input("v", teeny::DType::f32, {2, S, EV});
+  b.output("softmax", b.softmax(x, 1));
+  b.output("log_softmax", b.log_softmax(x, 2));
+  b.output("sum", b.sum(x, {0, 2}));
+  b.output("mean", b.mean(x, {1}, true));
+  b.output("max", b.max(x));
+  b.output("transpose", b.transpose(x, 0, 2));
+  b.output("attention", b.attention(q, k, v, {.causal = true}));
+  auto graph = std::move(b).build();
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  auto model = teeny::load_cpu(*graph, {}, {.threads = 3});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  auto tx = teeny::Tensor::from<float>(xs, {A, B, C});
+  auto tq = teeny::Tensor::from<float>(qs, {2, L, E});
+  auto tk = teeny::Tensor::from<float>(ks, {1, S, E});
+  auto tv = teeny::Tensor::from<float>(vs, {2, S, EV});
+  REQUIRE((tx && tq && tk && tv));
+  const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx), teeny::TensorRef::of("q", *tq),
+                                   teeny::TensorRef::of("k", *tk), teeny::TensorRef::of("v", *tv)};
+  REQUIRE(model->forward(refs));
+
+  auto at = [&](std::int64_t a, std::int64_t i, std::int64_t c) { return double{xs[(a * B + i) * C + c]}; };
+  std::vector<double> softmax(xs.size()), log_softmax(xs.size()), sum(B, 0.0), mean(A * C, 0.0), transpose(xs.size());
+  double max = -INFINITY;
+  for (std::int64_t a = 0; a < A; ++a) {
+    for (std::int64_t c = 0; c < C; ++c) {
+      double m = -INFINITY, total = 0;
+      for (std::int64_t i = 0; i < B; ++i) m = std::max(m, at(a, i, c));
+      for (std::int64_t i = 0; i < B; ++i) total += std::exp(at(a, i, c) - m);
+      for (std::int64_t i = 0; i < B; ++i) softmax[(a * B + i) * C + c] = std::exp(at(a, i, c) - m) / total;
+    }
+    for (std::int64_t i = 0; i < B; ++i) {
+      double m = -INFINITY, total = 0;
+      for (std::int64_t c = 0; c < C; ++c) m = std::max(m, at(a, i, c));
+      for (std::int64_t c = 0; c < C; ++c) total += std::exp(at(a, i, c) - m);
+      for (std::int64_t c = 0; c < C; ++c) log_softmax[(a * B + i) * C + c] = at(a, i, c) - m - std::log(total);
+      for (std::int64_t c = 0; c < C; ++c) {
+        sum[i] += at(a, i, c);
+        mean[a * C + c] += at(a, i, c) / B;
+        max = std::max(max, at(a, i, c));
+        transpose[(c * B + i) * A + a] = at(a, i, c);
+      }
+    }
+  }
+  check_near(*model->output("softmax"), softmax);
+  check_near(*model->output("log_softmax"), log_softmax);
+  check_near(*model->output("sum"), sum);
+  check_near(*model->output("mean"), mean);
+  check_near(*model->output("max"), {max});
+  check_near(*model->output("transpose"), transpose, 0, 0);
+
+  std::vector<double> attention(2 * L * EV, 0.0);
+  for (std::int64_t n = 0; n < 2; ++n) {
+    for (std::int64_t i = 0; i < L; ++i) {
+      const std::int64_t visible = std::min(S, i + 1);  // causal, top-left aligned
+      std::vector<double> w(static_cast<std::size_t>(visible));
+      double m = -INFINITY, total = 0;
+      for (std::int64_t j = 0; j < visible; ++j) {
+        double dot = 0;
+        for (std::int64_t e = 0; e < E; ++e) dot += double{qs[(n * L + i) * E + e]} * ks[j * E + e];
+        w[j] = dot / std::sqrt(double{E});
+        m = std::max(m, w[j]);
+      }
+      for (double& wj : w) total += (wj = std::exp(wj - m));
+      for (std::int64_t j = 0; j < visible; ++j) {
+        for (std::int64_t e = 0; e < EV; ++e)
+          attention[(n * L + i) * EV + e] += w[j] / total * vs[(n * S + j) * EV + e];
+      }
+    }
+  }
+  check_near(*model->output("attention"), attention, 1e-4, 1e-5);
+}
+
+TEST_CASE("embedding: an index out of range gives a row of zeros, never an out-of-bounds read") {
+  auto file = teeny::SafetensorsFile::open(fixtures::path("ops/embedding.safetensors"));  // nn.Embedding(10, 4)
+  REQUIRE(file);
+  GraphBuilder b;
+  b.output("out", b.embedding(b.input("indices", teeny::DType::i64, {4}), 10, 4).named("op"));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu(*graph, {});
+  REQUIRE(model);
+  REQUIRE(model->load_weights(*file, {.strict = false}));
+  auto indices = teeny::Tensor::from<std::int64_t>({3, -1, 10, 9}, {4});
+  REQUIRE(indices);
+  const teeny::TensorRef refs[] = {teeny::TensorRef::of("indices", *indices)};
+  REQUIRE(model->forward(refs));
+  auto weight = file->read("op.weight");
+  REQUIRE(weight);
+  const float* w = weight->view<float>()->data;
+  auto out = model->output("out")->as<const float>();
+  REQUIRE(out);
+  for (std::int64_t j = 0; j < 4; ++j) {
+    CHECK(out->data[0 * 4 + j] == w[3 * 4 + j]);
+    CHECK(out->data[1 * 4 + j] == 0.0f);
+    CHECK(out->data[2 * 4 + j] == 0.0f);
+    CHECK(out->data[3 * 4 + j] == w[9 * 4 + j]);
+  }
+}
+
+TEST_CASE("the f32 lowering refuses integer arithmetic instead of computing it in f32") {
+  GraphBuilder b;
+  auto x = b.input("x", teeny::DType::i64, {3});
+  b.output("y", b.add(x, x).named("sum"));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu(*graph, {});
+  REQUIRE_FALSE(model);
+  CHECK(model.error().code() == teeny::Errc::unsupported);
+  CHECK(model.error().message().find("i64") != std::string::npos);
 }

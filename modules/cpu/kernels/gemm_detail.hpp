@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "gemm.hpp"
 
@@ -248,6 +249,18 @@ void dot_rows(const float* x, std::size_t ldx, const float* y, std::size_t ldy, 
   }
 }
 
+// Calls f(std::integral_constant<std::size_t, n>{}) for a runtime n in [1, kThinMax].
+template <std::size_t R = 1, class F>
+void with_thin_rows(std::size_t n, F&& f) {
+  if constexpr (R < kThinMax) {
+    if (n > R) {
+      with_thin_rows<R + 1>(n, f);
+      return;
+    }
+  }
+  f(std::integral_constant<std::size_t, R>{});
+}
+
 // Rows of the wide operand handled together by the thin kernels for R thin rows: as many as the
 // ISA's register budget (T::thin_regs accumulators / broadcasts) allows, 1 to 4.
 template <class T>
@@ -330,32 +343,10 @@ void thin_tile(const GemmArgs& g, ThinPath path, std::size_t m_begin, std::size_
   if (path == ThinPath::dot_rows || path == ThinPath::dot_cols) {
     const float* y = yo.data + y0 * yo.ld;
     const bool acc = e.accumulate;
-    switch (nx) {
-      case 1:
-        dot_rows<V, 1, thin_width<T>(1)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
-        break;
-      case 2:
-        dot_rows<V, 2, thin_width<T>(2)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
-        break;
-      case 3:
-        dot_rows<V, 3, thin_width<T>(3)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
-        break;
-      case 4:
-        dot_rows<V, 4, thin_width<T>(4)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
-        break;
-      case 5:
-        dot_rows<V, 5, thin_width<T>(5)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
-        break;
-      case 6:
-        dot_rows<V, 6, thin_width<T>(6)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
-        break;
-      case 7:
-        dot_rows<V, 7, thin_width<T>(7)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
-        break;
-      default:
-        dot_rows<V, 8, thin_width<T>(8)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
-        break;
-    }
+    with_thin_rows(nx, [&](auto rows_tag) {
+      constexpr std::size_t R = decltype(rows_tag)::value;
+      dot_rows<V, R, thin_width<T>(R)>(x, ldx, y, yo.ld, g.k, ny, out, out_r, out_l, acc, bias, bias_r, bias_l);
+    });
     if (e.activation != Activation::none) T::activate(out, g.ldc, rows_c, cols_c, e.activation, e.slope);
     return;
   }
@@ -367,16 +358,10 @@ void thin_tile(const GemmArgs& g, ThinPath path, std::size_t m_begin, std::size_
       for (std::size_t l = 0; l < nl; ++l) ws[r * ldo + l] = 0.0f;
     }
     const float* y = yo.data + y0 + l0;
-    switch (nx) {
-      case 1: axpy_rows_chunk<V, 1, thin_width<T>(1)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo); break;
-      case 2: axpy_rows_chunk<V, 2, thin_width<T>(2)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo); break;
-      case 3: axpy_rows_chunk<V, 3, thin_width<T>(3)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo); break;
-      case 4: axpy_rows_chunk<V, 4, thin_width<T>(4)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo); break;
-      case 5: axpy_rows_chunk<V, 5, thin_width<T>(5)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo); break;
-      case 6: axpy_rows_chunk<V, 6, thin_width<T>(6)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo); break;
-      case 7: axpy_rows_chunk<V, 7, thin_width<T>(7)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo); break;
-      default: axpy_rows_chunk<V, 8, thin_width<T>(8)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo); break;
-    }
+    with_thin_rows(nx, [&](auto rows_tag) {
+      constexpr std::size_t R = decltype(rows_tag)::value;
+      axpy_rows_chunk<V, R, thin_width<T>(R)>(x, ldx, y, yo.ld, g.k, nl, ws, ldo);
+    });
     for (std::size_t r = 0; r < nx; ++r) {
       for (std::size_t l = 0; l < nl; ++l) {
         float* o = out + r * out_r + (l0 + l) * out_l;

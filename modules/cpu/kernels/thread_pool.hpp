@@ -29,8 +29,9 @@ class ThreadPool {
 
   // Calls fn(task) -- or fn(task, worker) when fn takes two arguments, worker in [0, size()) and
   // 0 for the caller -- once for every task in [0, n_tasks), spread over the caller and the
-  // workers, and returns when all have returned. One thread at a time may call it; a call made
-  // from inside a task (nested) runs its tasks inline on that thread.
+  // workers, and returns when all have returned. Calls from several threads are serialised (each
+  // caller acts as worker 0); a call made from inside a task (nested) runs its tasks inline on that
+  // thread, with that thread's worker index.
   template <class F>
   void parallel_for(std::size_t n_tasks, F&& fn) {
     using Fn = std::remove_reference_t<F>;

@@ -1,0 +1,196 @@
+// teeny.cpu:norm — CPU kernels of the normalisation ops. Statistics are accumulated in double over
+// two passes (mean, then squared deviations), so f32 results match PyTorch to ~1e-7; each element
+// then goes through one float multiply-add. Batch norm folds its running statistics, weight and
+// bias into a per-channel scale and shift when it is prepared.
+module;
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "math/elementwise.hpp"
+#include "math/norm.hpp"
+export module teeny.cpu:norm;
+import teeny.core;
+import teeny.model;
+import teeny.ops;
+import :context;
+
+export namespace teeny {
+
+struct BatchNormState {
+  std::vector<float> scale;  // per channel; empty when the batch's own statistics are used
+  std::vector<float> shift;
+};
+
+Result<BatchNormState> prepare_kernel(const batch_norm_op<float>& op, const BatchNormArgs<float>& args,
+                                      CpuContext& cpu);
+void run_kernel(const batch_norm_op<float>& op, const BatchNormArgs<float>& args, BatchNormState& state,
+                CpuContext& cpu);
+Result<NoState> prepare_kernel(const layer_norm_op<float>& op, const RowNormArgs<float>& args, CpuContext& cpu);
+void run_kernel(const layer_norm_op<float>& op, const RowNormArgs<float>& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_kernel(const rms_norm_op<float>& op, const RowNormArgs<float>& args, CpuContext& cpu);
+void run_kernel(const rms_norm_op<float>& op, const RowNormArgs<float>& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_kernel(const group_norm_op<float>& op, const GroupNormArgs<float>& args, CpuContext& cpu);
+void run_kernel(const group_norm_op<float>& op, const GroupNormArgs<float>& args, NoState& state, CpuContext& cpu);
+
+}  // namespace teeny
+
+namespace teeny {
+namespace {
+
+struct Moments {
+  double mean = 0;
+  double var = 0;  // biased, as the norms use it
+};
+
+// Mean and variance of `count` elements in `runs` runs of `length`, `stride` apart.
+Moments moments(const float* x, std::int64_t runs, std::int64_t length, std::int64_t stride) {
+  const double count = static_cast<double>(runs * length);
+  if (count == 0) return {};
+  double sum = 0;
+  for (std::int64_t r = 0; r < runs; ++r) {
+    for (std::int64_t i = 0; i < length; ++i) sum += x[r * stride + i];
+  }
+  const double mean = sum / count;
+  double squares = 0;
+  for (std::int64_t r = 0; r < runs; ++r) {
+    for (std::int64_t i = 0; i < length; ++i) {
+      const double d = x[r * stride + i] - mean;
+      squares += d * d;
+    }
+  }
+  return {mean, squares / count};
+}
+
+// y = act(x * scale + shift) over n elements.
+void affine_run(const float* x, float* y, std::int64_t n, float scale, float shift, const Epilogue& act) {
+  if (!act.active) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
+  } else if (act.fn == UnaryFn::relu) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = x[i] * scale + shift;
+      y[i] = v < 0.0f ? 0.0f : v;  // NaN stays NaN, as in PyTorch
+    }
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = math::apply_unary(act.fn, x[i] * scale + shift, act.params);
+  }
+}
+
+constexpr Epilogue no_activation{};
+}  // namespace
+
+Result<BatchNormState> prepare_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, CpuContext&) {
+  BatchNormState state;
+  if (args.running_mean.data == nullptr) return state;
+  const std::int64_t channels = args.x.shape[1];
+  state.scale.resize(static_cast<std::size_t>(channels));
+  state.shift.resize(static_cast<std::size_t>(channels));
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const double weight = args.weight.data != nullptr ? args.weight.data[c] : 1.0;
+    const double bias = args.bias.data != nullptr ? args.bias.data[c] : 0.0;
+    const auto affine =
+        math::batch_norm_affine(weight, bias, args.running_mean.data[c], args.running_var.data[c], args.eps);
+    state.scale[static_cast<std::size_t>(c)] = static_cast<float>(affine.scale);
+    state.shift[static_cast<std::size_t>(c)] = static_cast<float>(affine.shift);
+  }
+  return state;
+}
+
+void run_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, BatchNormState& state,
+                CpuContext& cpu) {
+  const std::int64_t n = args.x.shape[0];
+  const std::int64_t channels = args.x.shape[1];
+  const std::int64_t s = args.x.shape[2];
+  if (!state.scale.empty()) {
+    parallel_chunks(cpu, n * channels, s, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t plane = begin; plane < end; ++plane) {
+        const auto c = static_cast<std::size_t>(plane % channels);
+        affine_run(args.x.data + plane * s, args.y.data + plane * s, s, state.scale[c], state.shift[c], args.epilogue);
+      }
+    });
+    return;
+  }
+  // No running statistics: each channel is normalised by its own over the batch.
+  parallel_chunks(cpu, channels, 3 * n * s, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      const Moments m = moments(args.x.data + c * s, n, s, channels * s);
+      const double weight = args.weight.data != nullptr ? args.weight.data[c] : 1.0;
+      const double bias = args.bias.data != nullptr ? args.bias.data[c] : 0.0;
+      const auto affine = math::batch_norm_affine(weight, bias, m.mean, m.var, args.eps);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t offset = (i * channels + c) * s;
+        affine_run(args.x.data + offset, args.y.data + offset, s, static_cast<float>(affine.scale),
+                   static_cast<float>(affine.shift), args.epilogue);
+      }
+    }
+  });
+}
+
+Result<NoState> prepare_kernel(const layer_norm_op<float>&, const RowNormArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const layer_norm_op<float>&, const RowNormArgs<float>& args, NoState&, CpuContext& cpu) {
+  const std::int64_t d = args.x.shape[1];
+  const float* weight = args.weight.data;
+  const float* bias = args.bias.data;
+  parallel_chunks(cpu, args.x.shape[0], 3 * d, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* x = args.x.data + r * d;
+      float* y = args.y.data + r * d;
+      const Moments m = moments(x, 1, d, d);
+      const auto norm = math::normalize_affine(m.mean, m.var, args.eps);
+      affine_run(x, y, d, static_cast<float>(norm.scale), static_cast<float>(norm.shift), no_activation);
+      if (weight != nullptr) {
+        for (std::int64_t i = 0; i < d; ++i) y[i] = y[i] * weight[i] + (bias != nullptr ? bias[i] : 0.0f);
+      }
+    }
+  });
+}
+
+Result<NoState> prepare_kernel(const rms_norm_op<float>&, const RowNormArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const rms_norm_op<float>&, const RowNormArgs<float>& args, NoState&, CpuContext& cpu) {
+  const std::int64_t d = args.x.shape[1];
+  const float* weight = args.weight.data;
+  parallel_chunks(cpu, args.x.shape[0], 2 * d, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* x = args.x.data + r * d;
+      float* y = args.y.data + r * d;
+      double squares = 0;
+      for (std::int64_t i = 0; i < d; ++i) squares += static_cast<double>(x[i]) * x[i];
+      const auto scale = static_cast<float>(math::rms_norm_scale(d == 0 ? 0.0 : squares / static_cast<double>(d), args.eps));
+      if (weight != nullptr) {
+        for (std::int64_t i = 0; i < d; ++i) y[i] = x[i] * scale * weight[i];
+      } else {
+        for (std::int64_t i = 0; i < d; ++i) y[i] = x[i] * scale;
+      }
+    }
+  });
+}
+
+Result<NoState> prepare_kernel(const group_norm_op<float>&, const GroupNormArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const group_norm_op<float>&, const GroupNormArgs<float>& args, NoState&, CpuContext& cpu) {
+  const std::int64_t n = args.x.shape[0];
+  const std::int64_t channels = args.x.shape[1];
+  const std::int64_t s = args.x.shape[2];
+  const std::int64_t per_group = channels / args.groups;
+  const std::int64_t span = per_group * s;  // a group's channels are contiguous
+  parallel_chunks(cpu, n * args.groups, 3 * span, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t ng = begin; ng < end; ++ng) {
+      const float* x = args.x.data + ng * span;
+      float* y = args.y.data + ng * span;
+      const Moments m = moments(x, 1, span, span);
+      const auto norm = math::normalize_affine(m.mean, m.var, args.eps);
+      for (std::int64_t j = 0; j < per_group; ++j) {
+        const std::int64_t c = (ng % args.groups) * per_group + j;
+        const double weight = args.weight.data != nullptr ? args.weight.data[c] : 1.0;
+        const double bias = args.bias.data != nullptr ? args.bias.data[c] : 0.0;
+        affine_run(x + j * s, y + j * s, s, static_cast<float>(norm.scale * weight),
+                   static_cast<float>(norm.shift * weight + bias), no_activation);
+      }
+    }
+  });
+}
+
+}  // namespace teeny

@@ -1,0 +1,201 @@
+// teeny.cpu:pool — CPU kernels of the 2-D pooling ops, plane by plane in parallel. Which inputs
+// a window reads and what an average divides by is kernels/math/window.hpp.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "math/window.hpp"
+export module teeny.cpu:pool;
+import teeny.core;
+import teeny.model;
+import teeny.ops;
+import :context;
+
+export namespace teeny {
+
+Result<NoState> prepare_kernel(const max_pool2d_op<float>& op, const Pool2dArgs<float>& args, CpuContext& cpu);
+void run_kernel(const max_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_kernel(const avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, CpuContext& cpu);
+void run_kernel(const avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args,
+                               CpuContext& cpu);
+void run_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state,
+                CpuContext& cpu);
+
+}  // namespace teeny
+
+namespace teeny {
+namespace {
+
+struct Planes {
+  std::int64_t count, h, w, ho, wo;
+};
+
+Planes planes_of(const Pool2dArgs<float>& a) {
+  return {a.x.shape[0], a.x.shape[1], a.x.shape[2], a.y.shape[1], a.y.shape[2]};
+}
+
+// Runs plane(x, y) for every (input, output) plane pair, in parallel chunks.
+template <class F>
+void for_each_plane(const Pool2dArgs<float>& a, std::int64_t window_elements, CpuContext& cpu, F plane) {
+  const Planes p = planes_of(a);
+  parallel_chunks(cpu, p.count, p.ho * p.wo * window_elements + p.h * p.w, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) plane(a.x.data + i * p.h * p.w, a.y.data + i * p.ho * p.wo, p);
+  });
+}
+
+}  // namespace
+
+Result<NoState> prepare_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, CpuContext& cpu) {
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(args.x.shape[2]) * sizeof(float))) {
+    return fail(Errc::out_of_memory, "cannot allocate max_pool2d's row buffers");
+  }
+  return NoState{};
+}
+
+namespace {
+// out[o] = max(out[o], in[o * stride + offset]) for o in [begin, end); Stride 0: `stride` at run
+// time. A compile-time stride lets the loop vectorise.
+template <std::int64_t Stride>
+void max_taps(float* __restrict out, const float* __restrict in, std::int64_t begin, std::int64_t end,
+              std::int64_t stride, std::int64_t offset) {
+  const std::int64_t s = Stride != 0 ? Stride : stride;
+  for (std::int64_t o = begin; o < end; ++o) out[o] = math::max_pool_update(out[o], in[o * s + offset]);
+}
+
+// out[o] = the max of the K x K window at column o * S + offset of rows r[0..K), for o in
+// [begin, end): the common square, undilated windows (2x2 stride 2, 3x3 stride 2) with every row
+// inside the input. Compile-time sizes unroll the window and let the loop over o vectorise.
+template <int K, int S>
+void max_window_rows(float* __restrict out, const float* const* r, std::int64_t begin, std::int64_t end,
+                     std::int64_t offset) {
+  const float* __restrict r0 = r[0];
+  const float* __restrict r1 = r[K > 1 ? 1 : 0];
+  const float* __restrict r2 = r[K > 2 ? 2 : 0];
+  for (std::int64_t o = begin; o < end; ++o) {
+    const std::int64_t c = o * S + offset;
+    float acc = r0[c];
+    for (int j = 1; j < K; ++j) acc = math::max_pool_update(acc, r0[c + j]);
+    for (int j = 0; K > 1 && j < K; ++j) acc = math::max_pool_update(acc, r1[c + j]);
+    for (int j = 0; K > 2 && j < K; ++j) acc = math::max_pool_update(acc, r2[c + j]);
+    out[o] = acc;
+  }
+}
+// The max of output column `ow`'s window clipped to the row, over the K rows r[0..K).
+float border_max(const float* const* r, const Window2d& w, const Planes& p, std::int64_t ow) {
+  const math::MaxSpan cols = math::max_pool_span(ow, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w, p.w);
+  float acc = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < w.kernel_h; ++i) {
+    for (std::int64_t iw = cols.first; iw < cols.end; iw += w.dilation_w) acc = math::max_pool_update(acc, r[i][iw]);
+  }
+  return acc;
+}
+
+using WindowRowsFn = void (*)(float*, const float* const*, std::int64_t, std::int64_t, std::int64_t);
+
+WindowRowsFn fixed_window(const Window2d& w) {
+  if (w.dilation_h != 1 || w.dilation_w != 1 || w.kernel_h != w.kernel_w) return nullptr;
+  if (w.kernel_h == 2 && w.stride_w == 2) return &max_window_rows<2, 2>;
+  return nullptr;
+}
+}  // namespace
+
+void run_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, NoState&, CpuContext& cpu) {
+  const Window2d& win = args.window;
+  // Separably, per output row: the max over the window's rows into a row buffer (elementwise over
+  // contiguous rows), then over its columns. Output columns [lo, hi) have their whole window inside
+  // the row and need no bounds checks.
+  const Planes shape = planes_of(args);
+  const std::int64_t reach = (win.kernel_w - 1) * win.dilation_w - win.pad_w;  // last tap's offset
+  const std::int64_t lo = std::min(shape.wo, (win.pad_w + win.stride_w - 1) / win.stride_w);
+  const std::int64_t hi =
+      shape.w - 1 - reach < 0 ? lo : std::clamp((shape.w - 1 - reach) / win.stride_w + 1, lo, shape.wo);
+  auto taps = win.stride_w == 1 ? &max_taps<1> : win.stride_w == 2 ? &max_taps<2> : &max_taps<0>;
+  const WindowRowsFn fixed = fixed_window(win);
+  for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const float* x, float* y, const Planes& p) {
+    float* __restrict rowmax = cpu.scratch(cpu.pool().current_worker());
+    for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+      const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
+      if (fixed != nullptr && rows.end - rows.first == win.kernel_h) {
+        const float* r[3] = {x + rows.first * p.w, x + std::min(rows.first + 1, p.h - 1) * p.w,
+                             x + std::min(rows.first + 2, p.h - 1) * p.w};
+        float* out = y + oh * p.wo;
+        for (std::int64_t ow = 0; ow < lo; ++ow) out[ow] = border_max(r, win, p, ow);
+        fixed(out, r, lo, hi, -win.pad_w);
+        for (std::int64_t ow = hi; ow < p.wo; ++ow) out[ow] = border_max(r, win, p, ow);
+        continue;
+      }
+      const float* first = x + rows.first * p.w;
+      for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = first[iw];
+      for (std::int64_t ih = rows.first + win.dilation_h; ih < rows.end; ih += win.dilation_h) {
+        const float* __restrict row = x + ih * p.w;
+        for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = math::max_pool_update(rowmax[iw], row[iw]);
+      }
+      float* __restrict out = y + oh * p.wo;
+      auto border = [&](std::int64_t ow) {
+        const math::MaxSpan cols = math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, p.w);
+        out[ow] = -std::numeric_limits<float>::infinity();
+        for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
+          out[ow] = math::max_pool_update(out[ow], rowmax[iw]);
+        }
+      };
+      for (std::int64_t ow = 0; ow < lo; ++ow) border(ow);
+      for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = rowmax[ow * win.stride_w - win.pad_w];
+      for (std::int64_t j = 1; j < win.kernel_w; ++j) {
+        taps(out, rowmax, lo, hi, win.stride_w, j * win.dilation_w - win.pad_w);
+      }
+      for (std::int64_t ow = hi; ow < p.wo; ++ow) border(ow);
+    }
+  });
+}
+
+Result<NoState> prepare_kernel(const avg_pool2d_op<float>&, const Pool2dArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const avg_pool2d_op<float>&, const Pool2dArgs<float>& args, NoState&, CpuContext& cpu) {
+  const Window2d& win = args.window;
+  for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const float* x, float* y, const Planes& p) {
+    for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+      const math::AvgSpan rows = math::avg_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, p.h);
+      for (std::int64_t ow = 0; ow < p.wo; ++ow) {
+        const math::AvgSpan cols = math::avg_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, p.w);
+        float sum = 0.0f;
+        for (std::int64_t ih = rows.begin; ih < rows.end; ++ih) {
+          for (std::int64_t iw = cols.begin; iw < cols.end; ++iw) sum += x[ih * p.w + iw];
+        }
+        const std::int64_t divisor =
+            math::avg_pool_divisor(rows, cols, args.count_include_pad, args.divisor_override);
+        y[oh * p.wo + ow] = sum / static_cast<float>(divisor);
+      }
+    }
+  });
+}
+
+Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<float>&, const Pool2dArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+
+void run_kernel(const adaptive_avg_pool2d_op<float>&, const Pool2dArgs<float>& args, NoState&, CpuContext& cpu) {
+  const Planes shape = planes_of(args);
+  // A window spans about H/Ho x W/Wo inputs (at least one).
+  const std::int64_t window = (shape.h / shape.ho + 1) * (shape.w / shape.wo + 1);
+  for_each_plane(args, window, cpu, [&](const float* x, float* y, const Planes& p) {
+    for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+      const std::int64_t h0 = math::adaptive_begin(oh, p.h, p.ho);
+      const std::int64_t h1 = math::adaptive_end(oh, p.h, p.ho);
+      for (std::int64_t ow = 0; ow < p.wo; ++ow) {
+        const std::int64_t w0 = math::adaptive_begin(ow, p.w, p.wo);
+        const std::int64_t w1 = math::adaptive_end(ow, p.w, p.wo);
+        float sum = 0.0f;
+        for (std::int64_t ih = h0; ih < h1; ++ih) {
+          for (std::int64_t iw = w0; iw < w1; ++iw) sum += x[ih * p.w + iw];
+        }
+        // PyTorch divides by the window's height, then its width.
+        y[oh * p.wo + ow] = sum / static_cast<float>(h1 - h0) / static_cast<float>(w1 - w0);
+      }
+    }
+  });
+}
+
+}  // namespace teeny

@@ -1,0 +1,264 @@
+// teeny.cpu:reduce — CPU kernels of softmax_op (softmax / log_softmax along one axis) and reduce_op
+// (sum, mean, amax over axes). The per-element math is kernels/math/reduce.hpp.
+module;
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "math/reduce.hpp"
+export module teeny.cpu:reduce;
+import teeny.core;
+import teeny.ops;
+import :context;
+
+export namespace teeny {
+
+Result<NoState> prepare_kernel(const softmax_op<float>& op, const SoftmaxArgs<float>& args, CpuContext& cpu);
+void run_kernel(const softmax_op<float>& op, const SoftmaxArgs<float>& args, NoState& state, CpuContext& cpu);
+
+/// A reduction's loop nest, worked out once at load: x's dims (size-1 ones dropped) merged into runs
+/// that are all kept or all reduced. Each output row is a run of `inner` contiguous outputs.
+struct ReducePlan {
+  std::int64_t rows = 0;          // output rows
+  std::int64_t inner = 1;         // outputs per row: x's innermost run when it is kept, else 1
+  std::int64_t inner_stride = 0;  // x's stride along that run
+  ConcreteShape row_shape;        // the other kept runs (they address a row), and x's strides
+  ConcreteShape row_strides;
+  ConcreteShape reduced_shape;  // the reduced runs, and x's strides
+  ConcreteShape reduced_strides;
+  std::int64_t count = 1;  // elements reduced into each output
+};
+
+Result<ReducePlan> prepare_kernel(const reduce_op<float>& op, const ReduceArgs<float>& args, CpuContext& cpu);
+void run_kernel(const reduce_op<float>& op, const ReduceArgs<float>& args, ReducePlan& plan, CpuContext& cpu);
+
+}  // namespace teeny
+
+namespace teeny {
+namespace {
+constexpr std::int64_t chunk = 1 << 14;  // elements per task: big enough to amortise a wake-up
+constexpr std::int64_t block = 64;       // columns handled together when the reduced axis is not innermost
+
+// Number of tasks for `jobs` jobs of `work` elements each, and jobs per task.
+struct Tasks {
+  std::int64_t per_task = 1;
+  std::size_t count = 0;
+};
+Tasks split(std::int64_t jobs, std::int64_t work) {
+  Tasks t;
+  t.per_task = std::max<std::int64_t>(1, chunk / std::max<std::int64_t>(work, 1));
+  t.count = static_cast<std::size_t>((jobs + t.per_task - 1) / t.per_task);
+  return t;
+}
+
+// Softmax of one contiguous row of n elements.
+void softmax_row(const float* x, float* y, std::int64_t n, bool log) {
+  float max = -INFINITY;
+  for (std::int64_t i = 0; i < n; ++i) max = math::softmax_max(max, x[i]);
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float e = math::softmax_exp(x[i], max);
+    if (!log) y[i] = e;
+    sum += e;
+  }
+  if (log) {
+    const auto log_sum = static_cast<float>(std::log(sum));
+    for (std::int64_t i = 0; i < n; ++i) y[i] = math::log_softmax_value(x[i], max, log_sum);
+  } else {
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (std::int64_t i = 0; i < n; ++i) y[i] *= inv;
+  }
+}
+
+// Softmax over n rows of `inner` floats, for columns [0, w) of the block at x / y (w <= block).
+void softmax_columns(const float* x, float* y, std::int64_t n, std::int64_t inner, std::int64_t w, bool log) {
+  float max[block];
+  double sum[block];
+  float scale[block];
+  for (std::int64_t j = 0; j < w; ++j) {
+    max[j] = -INFINITY;
+    sum[j] = 0;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = x + i * inner;
+    for (std::int64_t j = 0; j < w; ++j) max[j] = math::softmax_max(max[j], row[j]);
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = x + i * inner;
+    float* out = y + i * inner;
+    for (std::int64_t j = 0; j < w; ++j) {
+      const float e = math::softmax_exp(row[j], max[j]);
+      if (!log) out[j] = e;
+      sum[j] += e;
+    }
+  }
+  for (std::int64_t j = 0; j < w; ++j) {
+    scale[j] = log ? static_cast<float>(std::log(sum[j])) : static_cast<float>(1.0 / sum[j]);
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = x + i * inner;
+    float* out = y + i * inner;
+    if (log) {
+      for (std::int64_t j = 0; j < w; ++j) out[j] = math::log_softmax_value(row[j], max[j], scale[j]);
+    } else {
+      for (std::int64_t j = 0; j < w; ++j) out[j] *= scale[j];
+    }
+  }
+}
+
+// Folds every reduced element of the outputs [0, w) at x + base into acc (double accumulators).
+template <ReduceFn F>
+void reduce_into(const float* x, const ReducePlan& p, std::int64_t base, std::int64_t w, double* acc) {
+  for (std::int64_t j = 0; j < w; ++j) acc[j] = math::reduce_identity<F, double>();
+  const std::size_t nr = p.reduced_shape.rank();
+  if (nr == 0) {  // nothing reduced: a copy
+    for (std::int64_t j = 0; j < w; ++j) acc[j] = math::reduce_step<F>(acc[j], double{x[base + j * p.inner_stride]});
+    return;
+  }
+  const std::int64_t n = p.reduced_shape[nr - 1];
+  const std::int64_t s = p.reduced_strides[nr - 1];
+  if (n == 0) return;
+  const std::int64_t outer = p.count / n;
+  std::int64_t index[max_rank] = {};
+  std::int64_t offset = 0;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const float* run = x + base + offset;
+    if (w == 1) {
+      // Four accumulators: a sum's dependency chain otherwise limits the loop to one add per latency.
+      double a[4] = {acc[0], math::reduce_identity<F, double>(), math::reduce_identity<F, double>(),
+                     math::reduce_identity<F, double>()};
+      std::int64_t r = 0;
+      for (; r + 4 <= n; r += 4) {
+        for (int u = 0; u < 4; ++u) a[u] = math::reduce_step<F>(a[u], double{run[(r + u) * s]});
+      }
+      for (; r < n; ++r) a[0] = math::reduce_step<F>(a[0], double{run[r * s]});
+      acc[0] = math::reduce_step<F>(math::reduce_step<F>(a[0], a[1]), math::reduce_step<F>(a[2], a[3]));
+    } else {
+      for (std::int64_t r = 0; r < n; ++r) {
+        const float* row = run + r * s;
+        for (std::int64_t j = 0; j < w; ++j) acc[j] = math::reduce_step<F>(acc[j], double{row[j * p.inner_stride]});
+      }
+    }
+    for (std::size_t d = nr - 1; d-- > 0;) {  // odometer over the outer reduced runs
+      if (++index[d] < p.reduced_shape[d]) {
+        offset += p.reduced_strides[d];
+        break;
+      }
+      offset -= (p.reduced_shape[d] - 1) * p.reduced_strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
+template <ReduceFn F>
+void run_reduce(const ReduceArgs<float>& args, const ReducePlan& p, CpuContext& cpu) {
+  const std::int64_t blocks = (p.inner + block - 1) / block;
+  const std::int64_t jobs = p.rows * blocks;
+  const Tasks tasks = split(jobs, p.count * std::min(p.inner, block));
+  cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+    const std::int64_t last = std::min(jobs, first + tasks.per_task);
+    double acc[block];
+    for (std::int64_t job = first; job < last; ++job) {
+      const std::int64_t row = job / blocks;
+      const std::int64_t col = (job % blocks) * block;
+      const std::int64_t w = std::min(block, p.inner - col);
+      std::int64_t rest = row;
+      std::int64_t base = col * p.inner_stride;
+      for (std::size_t d = p.row_shape.rank(); d-- > 0;) {
+        base += (rest % p.row_shape[d]) * p.row_strides[d];
+        rest /= p.row_shape[d];
+      }
+      reduce_into<F>(args.x.data, p, base, w, acc);
+      float* out = args.y.data + row * p.inner + col;
+      for (std::int64_t j = 0; j < w; ++j) out[j] = static_cast<float>(math::reduce_finish<F>(acc[j], p.count));
+    }
+  });
+}
+}  // namespace
+
+Result<NoState> prepare_kernel(const softmax_op<float>&, const SoftmaxArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const softmax_op<float>&, const SoftmaxArgs<float>& args, NoState&, CpuContext& cpu) {
+  const std::int64_t n = args.n;
+  const std::int64_t inner = args.inner;
+  if (inner == 1) {  // rows are contiguous
+    const Tasks tasks = split(args.outer, n);
+    cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+      const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+      const std::int64_t last = std::min(args.outer, first + tasks.per_task);
+      for (std::int64_t r = first; r < last; ++r) softmax_row(args.x.data + r * n, args.y.data + r * n, n, args.log);
+    });
+    return;
+  }
+  // The axis is not innermost: blocks of contiguous columns, reduced down the axis together.
+  const std::int64_t blocks = (inner + block - 1) / block;
+  const std::int64_t jobs = args.outer * blocks;
+  const Tasks tasks = split(jobs, n * std::min(inner, block));
+  cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+    const std::int64_t last = std::min(jobs, first + tasks.per_task);
+    for (std::int64_t job = first; job < last; ++job) {
+      const std::int64_t col = (job % blocks) * block;
+      const std::int64_t offset = (job / blocks) * n * inner + col;
+      softmax_columns(args.x.data + offset, args.y.data + offset, n, inner, std::min(block, inner - col), args.log);
+    }
+  });
+}
+
+Result<ReducePlan> prepare_kernel(const reduce_op<float>&, const ReduceArgs<float>& args, CpuContext&) {
+  // Runs of x's dims: (size, stride, reduced), size-1 dims dropped, neighbours merged when their
+  // elements are evenly spaced in memory.
+  struct Run {
+    std::int64_t size;
+    std::int64_t stride;
+    bool reduced;
+  };
+  Run runs[max_rank];
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < args.x.rank(); ++d) {
+    const std::int64_t size = args.x.shape[d];
+    const std::int64_t stride = args.x.strides[d];
+    const bool reduced = ((args.reduced >> d) & 1u) != 0;
+    if (size == 1) continue;
+    if (n > 0 && runs[n - 1].reduced == reduced && runs[n - 1].stride == stride * size) {
+      runs[n - 1] = {runs[n - 1].size * size, stride, reduced};
+    } else {
+      runs[n++] = {size, stride, reduced};
+    }
+  }
+  ReducePlan p;
+  const bool inner_kept = n > 0 && !runs[n - 1].reduced;
+  if (inner_kept) {
+    p.inner = runs[n - 1].size;
+    p.inner_stride = runs[n - 1].stride;
+  }
+  for (std::size_t i = 0; i < n - (inner_kept ? 1 : 0); ++i) {
+    if (runs[i].reduced) {
+      p.reduced_shape.push_back(runs[i].size);
+      p.reduced_strides.push_back(runs[i].stride);
+      p.count *= runs[i].size;
+    } else {
+      p.row_shape.push_back(runs[i].size);
+      p.row_strides.push_back(runs[i].stride);
+    }
+  }
+  p.rows = p.row_shape.numel();
+  if (p.rows * p.inner != args.y.numel()) {
+    return fail(Errc::internal, "reduction plan of ", args.x.shape, " gives ", p.rows * p.inner, " outputs, not ",
+                args.y.numel());
+  }
+  return p;
+}
+
+void run_kernel(const reduce_op<float>&, const ReduceArgs<float>& args, ReducePlan& plan, CpuContext& cpu) {
+  if (plan.rows * plan.inner == 0) return;
+  switch (args.fn) {
+    case ReduceFn::sum: return run_reduce<ReduceFn::sum>(args, plan, cpu);
+    case ReduceFn::mean: return run_reduce<ReduceFn::mean>(args, plan, cpu);
+    case ReduceFn::max: return run_reduce<ReduceFn::max>(args, plan, cpu);
+  }
+}
+
+}  // namespace teeny

@@ -1,0 +1,157 @@
+// teeny.cpu:sequence — CPU kernels of embedding_op (a row gather) and attention_op (scaled
+// dot-product attention on the GEMM, one block of query rows per task).
+module;
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/kernels/gemm.hpp"
+#include "math/reduce.hpp"
+export module teeny.cpu:sequence;
+import teeny.core;
+import teeny.ops;
+import :context;
+
+export namespace teeny {
+
+Result<NoState> prepare_kernel(const embedding_op<float>& op, const EmbeddingArgs<float>& args, CpuContext& cpu);
+/// An index outside [0, num_embeddings) gives a row of zeros (PyTorch raises; a kernel cannot).
+void run_kernel(const embedding_op<float>& op, const EmbeddingArgs<float>& args, NoState& state, CpuContext& cpu);
+
+struct AttentionState {
+  std::int64_t block_rows = 1;  // query rows per task; its scores (block_rows x S) live in the CPU scratch
+};
+Result<AttentionState> prepare_kernel(const attention_op<float>& op, const AttentionArgs<float>& args, CpuContext& cpu);
+void run_kernel(const attention_op<float>& op, const AttentionArgs<float>& args, AttentionState& state,
+                CpuContext& cpu);
+
+}  // namespace teeny
+
+namespace teeny {
+namespace {
+constexpr std::int64_t chunk = 1 << 14;  // elements per task: big enough to amortise a wake-up
+constexpr std::int64_t max_block_rows = 64;
+
+template <class I>
+void gather_rows(const I* indices, const EmbeddingArgs<float>& args, CpuContext& cpu) {
+  const std::int64_t rows = args.weight.shape[0];
+  const std::int64_t dim = args.weight.shape[1];
+  const std::int64_t count = args.count;
+  const std::int64_t per_task = std::max<std::int64_t>(1, chunk / std::max<std::int64_t>(dim, 1));
+  const auto tasks = static_cast<std::size_t>((count + per_task - 1) / per_task);
+  cpu.pool().parallel_for(tasks, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * per_task;
+    const std::int64_t last = std::min(count, first + per_task);
+    for (std::int64_t i = first; i < last; ++i) {
+      const I index = indices[i];
+      // A negative index wraps to a huge unsigned one: one comparison checks both ends.
+      const bool valid = static_cast<std::uint64_t>(index) < static_cast<std::uint64_t>(rows);
+      float* out = args.y.data + i * dim;
+      if (valid) {
+        const float* src = args.weight.data + static_cast<std::int64_t>(index) * args.weight.strides[0];
+        std::memcpy(out, src, sizeof(float) * static_cast<std::size_t>(dim));
+      } else {
+        std::fill(out, out + dim, 0.0f);
+      }
+    }
+  });
+}
+}  // namespace
+
+Result<NoState> prepare_kernel(const embedding_op<float>&, const EmbeddingArgs<float>& args, CpuContext&) {
+  if (args.weight.rank() != 2 || args.weight.strides[1] != 1) {
+    return fail(Errc::unsupported, "embedding weight ", args.weight.shape, " must be a contiguous matrix");
+  }
+  return NoState{};
+}
+
+void run_kernel(const embedding_op<float>&, const EmbeddingArgs<float>& args, NoState&, CpuContext& cpu) {
+  visit_dtype(args.index_dtype, [&]<class I>(std::type_identity<I>) {
+    if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+      gather_rows(static_cast<const I*>(args.indices), args, cpu);
+    }
+  });
+}
+
+Result<AttentionState> prepare_kernel(const attention_op<float>&, const AttentionArgs<float>& args, CpuContext& cpu) {
+  const std::size_t r = args.y.rank();
+  AttentionState state;
+  state.block_rows = std::clamp<std::int64_t>(args.q.shape[r - 2], 1, max_block_rows);
+  const auto keys = static_cast<std::size_t>(args.k.shape[r - 2]);
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(state.block_rows) * keys * sizeof(float))) {
+    return fail(Errc::out_of_memory, "cannot allocate attention scores of ", state.block_rows, "x", keys,
+                " per thread");
+  }
+  return state;
+}
+
+void run_kernel(const attention_op<float>&, const AttentionArgs<float>& args, AttentionState& state, CpuContext& cpu) {
+  const std::size_t r = args.y.rank();
+  const std::int64_t l = args.q.shape[r - 2];
+  const std::int64_t e = args.q.shape[r - 1];
+  const std::int64_t s = args.k.shape[r - 2];
+  const std::int64_t ev = args.v.shape[r - 1];
+  std::int64_t batches = 1;
+  for (std::size_t d = 0; d + 2 < r; ++d) batches *= args.y.shape[d];
+  if (batches * l * ev == 0) return;
+  const std::int64_t rows_per_block = state.block_rows;
+  const std::int64_t blocks = (l + rows_per_block - 1) / rows_per_block;
+  const auto lq = static_cast<std::size_t>(args.q.strides[r - 2]);
+  const auto lk = static_cast<std::size_t>(args.k.strides[r - 2]);
+  const auto lv = static_cast<std::size_t>(args.v.strides[r - 2]);
+  const float scale = args.scale;
+  const cpu::Epilogue none;
+  // One task per block of query rows of one batch entry: the GEMMs inside run on its thread.
+  cpu.pool().parallel_for(static_cast<std::size_t>(batches * blocks), [&](std::size_t job, std::size_t worker) {
+    const auto batch = static_cast<std::int64_t>(job) / blocks;
+    const std::int64_t r0 = (static_cast<std::int64_t>(job) % blocks) * rows_per_block;
+    const std::int64_t r1 = std::min(l, r0 + rows_per_block);
+    std::int64_t oq = r0 * args.q.strides[r - 2];
+    std::int64_t ok = 0;
+    std::int64_t ov = 0;
+    std::int64_t rest = batch;
+    for (std::size_t d = r - 2; d-- > 0;) {
+      const std::int64_t coordinate = rest % args.y.shape[d];
+      rest /= args.y.shape[d];
+      oq += coordinate * args.q.strides[d];
+      ok += coordinate * args.k.strides[d];
+      ov += coordinate * args.v.strides[d];
+    }
+    float* out = args.y.data + (batch * l + r0) * ev;
+    // Causal: row i sees keys 0..i, so the block needs no key past its last row.
+    const std::int64_t keys = args.causal ? std::min(s, r1) : s;
+    const auto m = static_cast<std::size_t>(r1 - r0);
+    if (keys == 0) {
+      std::fill(out, out + (r1 - r0) * ev, 0.0f);
+      return;
+    }
+    float* scores = cpu.scratch(worker);
+    const auto n = static_cast<std::size_t>(keys);
+    cpu::sgemm({m, n, static_cast<std::size_t>(e)}, args.q.data + oq, lq, false, args.k.data + ok, lk, true, scores, n,
+               none, cpu.pool());
+    for (std::int64_t i = 0; i < r1 - r0; ++i) {
+      float* row = scores + i * keys;
+      const std::int64_t visible = args.causal ? std::min(keys, r0 + i + 1) : keys;
+      float max = -INFINITY;
+      for (std::int64_t j = 0; j < visible; ++j) {
+        row[j] *= scale;  // rounded like PyTorch's (q k^T) * scale
+        max = math::softmax_max(max, row[j]);
+      }
+      double sum = 0;
+      for (std::int64_t j = 0; j < visible; ++j) {
+        row[j] = math::softmax_exp(row[j], max);
+        sum += row[j];
+      }
+      const auto inv = static_cast<float>(1.0 / sum);
+      for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
+      std::fill(row + visible, row + keys, 0.0f);  // masked: weight 0
+    }
+    cpu::sgemm({m, static_cast<std::size_t>(ev), n}, scores, n, false, args.v.data + ov, lv, false, out,
+               static_cast<std::size_t>(ev), none, cpu.pool());
+  });
+}
+
+}  // namespace teeny

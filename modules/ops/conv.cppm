@@ -1,0 +1,101 @@
+// teeny.ops:conv — convolution: conv_op runs torch.nn.Conv1d and Conv2d (stride, padding, dilation,
+// groups, optional bias, unbatched inputs) with a fused activation epilogue.
+//
+//   auto conv = conv_op<float>::from(Conv2d{.in_channels = 3, .out_channels = 64, .kernel = 7,
+//                                           .stride = 2, .padding = 3, .bias = false}, out);
+//   conv.epilogue = {.active = true, .fn = UnaryFn::relu};   // set by the lowering when it fuses a ReLU
+module;
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+export module teeny.ops:conv;
+import teeny.core;
+import teeny.graph;
+import teeny.model;
+import :common;
+
+export namespace teeny {
+
+template <FloatElement T>
+struct ConvArgs {
+  TensorView<const T> x;       // [N, C, H, W]; a Conv1d's [N, C, L] as [N, C, 1, L], unbatched as N = 1
+  TensorView<const T> weight;  // [O, C/groups, kh, kw]; a Conv1d's [O, C/groups, k] with kh = 1
+  TensorView<const T> bias;    // [O], or empty
+  TensorView<T> y;             // [N, O, Ho, Wo]
+  Window2d window;
+  std::int64_t groups = 1;
+  Epilogue epilogue;
+  auto fields() const { return std::tie(x, weight, bias, y, window, groups, epilogue); }
+};
+
+/// y = act(conv(x, W) + b). One op for both ranks: a Conv1d is a Conv2d whose kernel is one row
+/// high; spatial_dims keeps the weight in PyTorch's layout ([O, C/g, k] for a Conv1d).
+template <FloatElement T>
+struct conv_op {
+  using Args = ConvArgs<T>;
+  Conv2d attrs;
+  std::int64_t spatial_dims = 2;
+  OpOutput out;
+  Epilogue epilogue{};
+
+  static conv_op from(const Conv1d& c, OpOutput out) {
+    return {Conv2d{c.in_channels, c.out_channels, {1, c.kernel}, {1, c.stride}, {0, c.padding}, {1, c.dilation},
+                   c.groups, c.bias},
+            1, std::move(out)};
+  }
+  static conv_op from(const Conv2d& c, OpOutput out) { return {c, 2, std::move(out)}; }
+
+  std::string_view name() const { return spatial_dims == 1 ? "conv1d" : "conv2d"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"conv", "teeny_conv", ""}, std::nullopt}; }
+
+  std::size_t n_activation_inputs() const { return 1; }
+  std::span<const std::string_view> param_names() const {
+    static constexpr std::string_view slots[] = {"weight", "bias"};
+    return std::span<const std::string_view>(slots).first(attrs.bias ? 2 : 1);
+  }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    const std::int64_t per_group = attrs.in_channels / attrs.groups;
+    ConcreteShape weight = spatial_dims == 1 ? ConcreteShape{attrs.out_channels, per_group, attrs.kernel.w}
+                                             : ConcreteShape{attrs.out_channels, per_group, attrs.kernel.h, attrs.kernel.w};
+    if (!attrs.bias) return {weight};
+    return {weight, {attrs.out_channels}};
+  }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto w = param_view<const T>(b, 0);
+    auto bias = optional_param_view<const T>(b, 1, attrs.bias);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(x, w, bias, y)) return *e;
+    auto x4 = contiguous_as(*x, as_nchw(x->shape), "input");
+    auto w4 = contiguous_as(*w, {attrs.out_channels, attrs.in_channels / attrs.groups, attrs.kernel.h, attrs.kernel.w},
+                            "weight");
+    auto y4 = contiguous_as(*y, as_nchw(y->shape), "output");
+    if (auto e = first_error(x4, w4, y4)) return *e;
+    const Window2d window{attrs.kernel.h,  attrs.kernel.w,  attrs.stride.h,   attrs.stride.w,
+                          attrs.padding.h, attrs.padding.w, attrs.dilation.h, attrs.dilation.w};
+    return Args{*x4, *w4, *bias, *y4, window, attrs.groups, epilogue};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+ private:
+  // [N, C, H, W] for any of the accepted input/output ranks.
+  ConcreteShape as_nchw(const ConcreteShape& s) const {
+    const std::size_t rank = s.rank();
+    const bool batched = rank == static_cast<std::size_t>(spatial_dims) + 2;
+    const std::int64_t n = batched ? s[0] : 1;
+    const std::int64_t c = s[rank - static_cast<std::size_t>(spatial_dims) - 1];
+    if (spatial_dims == 1) return {n, c, 1, s[rank - 1]};
+    return {n, c, s[rank - 2], s[rank - 1]};
+  }
+};
+static_assert(RuntimeOp<conv_op<float>> && ExecutableOp<conv_op<double>>);
+
+}  // namespace teeny

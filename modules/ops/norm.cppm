@@ -1,0 +1,238 @@
+// teeny.ops:norm — normalisation: batch_norm_op (eval mode; BatchNorm1d/2d/3d), layer_norm_op,
+// rms_norm_op and group_norm_op, with PyTorch's parameters and buffers (a state_dict loads
+// strictly, BatchNorm's i64 num_batches_tracked included). The per-element math is
+// kernels/math/norm.hpp.
+module;
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <tuple>
+#include <vector>
+export module teeny.ops:norm;
+import teeny.core;
+import teeny.graph;
+import teeny.model;
+import :common;
+
+export namespace teeny {
+
+template <FloatElement T>
+struct BatchNormArgs {
+  TensorView<const T> x;             // [N, C, S]: the spatial dims flattened (S = 1 for [N, C])
+  TensorView<const T> weight;        // [C], or empty (affine = false)
+  TensorView<const T> bias;          // [C], or empty
+  TensorView<const T> running_mean;  // [C], or empty (track_running_stats = false: batch statistics)
+  TensorView<const T> running_var;   // [C], or empty
+  TensorView<T> y;                   // as x
+  double eps = 1e-5;
+  Epilogue epilogue;
+  auto fields() const { return std::tie(x, weight, bias, running_mean, running_var, y, eps, epilogue); }
+};
+
+/// Batch norm in eval mode: y = act((x - mean) / sqrt(var + eps) * weight + bias) per channel,
+/// with the running statistics, or, without them, the batch's own (as PyTorch does in eval).
+template <FloatElement T>
+struct batch_norm_op {
+  using Args = BatchNormArgs<T>;
+  BatchNorm attrs;
+  OpOutput out;
+  Epilogue epilogue{};
+
+  std::string_view name() const { return attrs.name(); }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"batch_norm", "teeny_batch_norm", ""}, std::nullopt}; }
+
+  std::size_t n_activation_inputs() const { return 1; }
+  std::span<const std::string_view> param_names() const {
+    static constexpr std::string_view slots[] = {"weight", "bias", "running_mean", "running_var",
+                                                 "num_batches_tracked"};
+    const std::span<const std::string_view> all(slots);
+    if (attrs.affine) return all.first(attrs.track_running_stats ? 5 : 2);
+    return attrs.track_running_stats ? all.subspan(2) : all.first(0);
+  }
+  DType param_dtype(std::size_t i) const {
+    return attrs.track_running_stats && i + 1 == param_names().size() ? DType::i64 : dtype_of<T>;
+  }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    const ConcreteShape c{attrs.num_features};
+    std::vector<ConcreteShape> shapes;
+    if (attrs.affine) shapes.insert(shapes.end(), {c, c});
+    if (attrs.track_running_stats) shapes.insert(shapes.end(), {c, c, ConcreteShape{}});
+    return shapes;
+  }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto y = output_view<T>(b);
+    const std::size_t stats = attrs.affine ? 2 : 0;
+    auto weight = optional_param_view<const T>(b, 0, attrs.affine);
+    auto bias = optional_param_view<const T>(b, 1, attrs.affine);
+    auto mean = optional_param_view<const T>(b, stats, attrs.track_running_stats);
+    auto var = optional_param_view<const T>(b, stats + 1, attrs.track_running_stats);
+    if (auto e = first_error(x, y, weight, bias, mean, var)) return *e;
+    const std::int64_t n = x->shape[0];
+    const std::int64_t c = attrs.num_features;
+    const ConcreteShape ncs{n, c, n * c == 0 ? 0 : x->numel() / (n * c)};
+    auto x3 = contiguous_as(*x, ncs, "input");
+    auto y3 = contiguous_as(*y, ncs, "output");
+    if (auto e = first_error(x3, y3)) return *e;
+    return Args{*x3, *weight, *bias, *mean, *var, *y3, attrs.eps, epilogue};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<batch_norm_op<float>>);
+
+template <FloatElement T>
+struct RowNormArgs {
+  TensorView<const T> x;       // [rows, D]: D = the normalized trailing dims, flattened
+  TensorView<const T> weight;  // [D], or empty
+  TensorView<const T> bias;    // [D], or empty (always empty for RMS norm)
+  TensorView<T> y;             // as x
+  double eps = 1e-5;
+  auto fields() const { return std::tie(x, weight, bias, y, eps); }
+};
+
+namespace ops_detail {
+inline std::int64_t product(const std::vector<std::int64_t>& dims) {
+  std::int64_t n = 1;
+  for (std::int64_t d : dims) n *= d;
+  return n;
+}
+
+// x, weight, bias and y of a norm over the last `d` elements of each row.
+template <FloatElement T>
+Result<RowNormArgs<T>> row_norm_args(const OpBindings& b, std::int64_t d, bool has_weight, bool has_bias,
+                                     double eps) {
+  auto x = input_view<const T>(b, 0);
+  auto y = output_view<T>(b);
+  auto weight = optional_param_view<const T>(b, 0, has_weight);
+  auto bias = optional_param_view<const T>(b, 1, has_bias);
+  if (auto e = first_error(x, y, weight, bias)) return *e;
+  const ConcreteShape rows{d == 0 ? 0 : x->numel() / d, d};
+  auto x2 = contiguous_as(*x, rows, "input");
+  auto y2 = contiguous_as(*y, rows, "output");
+  if (auto e = first_error(x2, y2)) return *e;
+  // Parameters are contiguous buffers of shape normalized_shape: read them flat.
+  const TensorView<const T> w1 = has_weight ? TensorView<const T>(weight->data, {d}) : *weight;
+  const TensorView<const T> b1 = has_bias ? TensorView<const T>(bias->data, {d}) : *bias;
+  return RowNormArgs<T>{*x2, w1, b1, *y2, eps};
+}
+}  // namespace ops_detail
+
+/// torch.nn.LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the trailing dims.
+template <FloatElement T>
+struct layer_norm_op {
+  using Args = RowNormArgs<T>;
+  LayerNorm attrs;
+  OpOutput out;
+
+  std::string_view name() const { return "layer_norm"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"layer_norm", "teeny_layer_norm", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::span<const std::string_view> param_names() const {
+    static constexpr std::string_view slots[] = {"weight", "bias"};
+    return std::span<const std::string_view>(slots).first(attrs.elementwise_affine ? (attrs.bias ? 2 : 1) : 0);
+  }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    auto shape = ConcreteShape::from(attrs.normalized_shape);
+    return std::vector<ConcreteShape>(param_names().size(), shape ? *shape : ConcreteShape{});
+  }
+  Result<Args> pack_args(const OpBindings& b) const {
+    const bool affine = attrs.elementwise_affine;
+    return ops_detail::row_norm_args<T>(b, ops_detail::product(attrs.normalized_shape), affine, affine && attrs.bias,
+                                        attrs.eps);
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<layer_norm_op<float>>);
+
+/// torch.nn.RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight over the trailing dims; eps none is the
+/// dtype's machine epsilon.
+template <FloatElement T>
+struct rms_norm_op {
+  using Args = RowNormArgs<T>;
+  RMSNorm attrs;
+  OpOutput out;
+
+  std::string_view name() const { return "rms_norm"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"rms_norm", "teeny_rms_norm", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::span<const std::string_view> param_names() const {
+    static constexpr std::string_view slots[] = {"weight"};
+    return std::span<const std::string_view>(slots).first(attrs.elementwise_affine ? 1 : 0);
+  }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    auto shape = ConcreteShape::from(attrs.normalized_shape);
+    return std::vector<ConcreteShape>(param_names().size(), shape ? *shape : ConcreteShape{});
+  }
+  Result<Args> pack_args(const OpBindings& b) const {
+    const double eps = attrs.eps.value_or(static_cast<double>(std::numeric_limits<T>::epsilon()));
+    return ops_detail::row_norm_args<T>(b, ops_detail::product(attrs.normalized_shape), attrs.elementwise_affine,
+                                        false, eps);
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<rms_norm_op<float>>);
+
+template <FloatElement T>
+struct GroupNormArgs {
+  TensorView<const T> x;       // [N, C, S]: the spatial dims flattened
+  TensorView<const T> weight;  // [C], or empty
+  TensorView<const T> bias;    // [C], or empty
+  TensorView<T> y;             // as x
+  std::int64_t groups = 1;
+  double eps = 1e-5;
+  auto fields() const { return std::tie(x, weight, bias, y, groups, eps); }
+};
+
+/// torch.nn.GroupNorm: each sample's channels in `num_groups` groups, each normalised by its own
+/// mean and variance, then a per-channel weight and bias.
+template <FloatElement T>
+struct group_norm_op {
+  using Args = GroupNormArgs<T>;
+  GroupNorm attrs;
+  OpOutput out;
+
+  std::string_view name() const { return "group_norm"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {{"group_norm", "teeny_group_norm", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::span<const std::string_view> param_names() const {
+    static constexpr std::string_view slots[] = {"weight", "bias"};
+    return std::span<const std::string_view>(slots).first(attrs.affine ? 2 : 0);
+  }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    if (!attrs.affine) return {};
+    return {{attrs.num_channels}, {attrs.num_channels}};
+  }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto y = output_view<T>(b);
+    auto weight = optional_param_view<const T>(b, 0, attrs.affine);
+    auto bias = optional_param_view<const T>(b, 1, attrs.affine);
+    if (auto e = first_error(x, y, weight, bias)) return *e;
+    const std::int64_t n = x->shape[0];
+    const std::int64_t c = attrs.num_channels;
+    const ConcreteShape ncs{n, c, n * c == 0 ? 0 : x->numel() / (n * c)};
+    auto x3 = contiguous_as(*x, ncs, "input");
+    auto y3 = contiguous_as(*y, ncs, "output");
+    if (auto e = first_error(x3, y3)) return *e;
+    return Args{*x3, *weight, *bias, *y3, attrs.num_groups, attrs.eps};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<group_norm_op<float>>);
+
+}  // namespace teeny

@@ -1,0 +1,387 @@
+// sgemm against a naive double-precision reference: every instruction set this CPU has, odd and
+// empty shapes, strided operands, both transposes, packed and unpacked operands, every epilogue,
+// 1 to 4 threads.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels/gemm.hpp"
+
+namespace {
+
+using teeny::cpu::Activation;
+using teeny::cpu::BiasAxis;
+using teeny::cpu::Epilogue;
+using teeny::cpu::GemmShape;
+using teeny::cpu::Isa;
+using teeny::cpu::PackedMatrix;
+using teeny::cpu::ThreadPool;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kSentinel = 12345.0f;
+
+constexpr Activation kActivations[] = {Activation::none,     Activation::relu,      Activation::leaky_relu,
+                                       Activation::gelu_erf, Activation::gelu_tanh, Activation::silu,
+                                       Activation::sigmoid,  Activation::tanh};
+
+// The instruction sets both this CPU and this build support (set_isa clamps the others).
+std::vector<Isa> available_isas() {
+  const Isa saved = teeny::cpu::active_isa();
+  std::vector<Isa> isas;
+  for (const Isa isa : {Isa::portable, Isa::avx2, Isa::avx512}) {
+    if (teeny::cpu::set_isa(isa) == isa) isas.push_back(isa);
+  }
+  teeny::cpu::set_isa(saved);
+  return isas;
+}
+
+// Restores the active instruction set when a test case ends.
+struct IsaGuard {
+  Isa saved = teeny::cpu::active_isa();
+  ~IsaGuard() { teeny::cpu::set_isa(saved); }
+};
+
+double activate_ref(Activation act, double x, double slope) {
+  switch (act) {
+    case Activation::none: return x;
+    case Activation::relu: return x > 0 ? x : 0;
+    case Activation::leaky_relu: return x < 0 ? slope * x : x;
+    case Activation::gelu_erf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::gelu_tanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case Activation::silu: return x / (1 + std::exp(-x));
+    case Activation::sigmoid: return 1 / (1 + std::exp(-x));
+    case Activation::tanh: return std::tanh(x);
+  }
+  return x;
+}
+
+// A row-major matrix with a leading dimension wider than its columns; the gap holds NaN so that a
+// kernel reading outside the matrix poisons its result.
+struct Strided {
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  std::size_t ld = 0;
+  std::vector<float> v;
+  Strided(std::size_t r, std::size_t c, std::size_t pad, std::mt19937& rng) : rows(r), cols(c), ld(c + pad) {
+    v.assign(r * ld + 1, kNaN);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (std::size_t i = 0; i < r; ++i) {
+      for (std::size_t j = 0; j < c; ++j) v[i * ld + j] = d(rng);
+    }
+  }
+  float at(std::size_t i, std::size_t j) const { return v[i * ld + j]; }
+};
+
+struct Problem {
+  GemmShape s;
+  bool ta = false;
+  bool tb = false;
+  Strided a, b, c0;  // c0: C before the call (used when accumulating)
+  std::vector<float> bias;
+  Epilogue epi;
+  std::vector<double> ref, tol;
+
+  Problem(GemmShape shape, bool trans_a, bool trans_b, Activation act, int bias_mode, bool accumulate,
+          std::mt19937& rng)
+      : s(shape),
+        ta(trans_a),
+        tb(trans_b),
+        a(trans_a ? shape.k : shape.m, trans_a ? shape.m : shape.k, 3, rng),
+        b(trans_b ? shape.n : shape.k, trans_b ? shape.k : shape.n, 5, rng),
+        c0(shape.m, shape.n, 2, rng) {
+    epi.activation = act;
+    epi.slope = 0.05f;
+    epi.accumulate = accumulate;
+    if (bias_mode != 0) {
+      epi.bias_axis = bias_mode == 1 ? BiasAxis::column : BiasAxis::row;
+      bias.resize(bias_mode == 1 ? s.n : s.m);
+      std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+      for (float& x : bias) x = d(rng);
+      epi.bias = bias.data();
+    }
+    compute_reference();
+  }
+
+  float op_a(std::size_t i, std::size_t k) const { return ta ? a.at(k, i) : a.at(i, k); }
+  float op_b(std::size_t k, std::size_t j) const { return tb ? b.at(j, k) : b.at(k, j); }
+
+  void compute_reference() {
+    ref.assign(s.m * s.n, 0.0);
+    tol.assign(s.m * s.n, 0.0);
+    for (std::size_t i = 0; i < s.m; ++i) {
+      for (std::size_t j = 0; j < s.n; ++j) {
+        double acc = epi.accumulate ? c0.at(i, j) : 0.0;
+        double mag = std::fabs(acc);
+        for (std::size_t k = 0; k < s.k; ++k) {
+          const double p = static_cast<double>(op_a(i, k)) * op_b(k, j);
+          acc += p;
+          mag += std::fabs(p);
+        }
+        if (epi.bias != nullptr) {
+          const double bv = bias[epi.bias_axis == BiasAxis::column ? j : i];
+          acc += bv;
+          mag += std::fabs(bv);
+        }
+        // Float rounding of a K-term sum in any order, through an activation of slope <= 1.2,
+        // plus the activation's own approximation error.
+        const double pre_tol = 1e-5 * mag * (1.0 + static_cast<double>(s.k) / 1024.0) + 1e-30;
+        ref[i * s.n + j] = activate_ref(epi.activation, acc, epi.slope);
+        tol[i * s.n + j] = 1.2 * pre_tol + 1e-6 * (1.0 + std::fabs(acc));
+      }
+    }
+  }
+
+  // Runs one variant and checks C (and that C's padding is untouched). mode: 0 raw, 1 packed A,
+  // 2 packed B.
+  // C before the call, with a sentinel in its row padding.
+  Strided fresh_c() const {
+    Strided c = c0;
+    for (std::size_t i = 0; i < s.m; ++i) {
+      for (std::size_t j = s.n; j < c.ld; ++j) c.v[i * c.ld + j] = kSentinel;
+    }
+    return c;
+  }
+
+  void run_and_check(int mode, ThreadPool& pool, const std::string& what) const {
+    Strided c = fresh_c();
+    if (mode == 0) {
+      teeny::cpu::sgemm(s, a.v.data(), a.ld, ta, b.v.data(), b.ld, tb, c.v.data(), c.ld, epi, pool);
+    } else if (mode == 1) {
+      const PackedMatrix pa = teeny::cpu::pack_a(s.m, s.k, a.v.data(), a.ld, ta);
+      REQUIRE(pa.ok());
+      REQUIRE(teeny::cpu::sgemm(s, pa, b.v.data(), b.ld, tb, c.v.data(), c.ld, epi, pool));
+    } else {
+      const PackedMatrix pb = teeny::cpu::pack_b(s.k, s.n, b.v.data(), b.ld, tb);
+      REQUIRE(pb.ok());
+      REQUIRE(teeny::cpu::sgemm(s, a.v.data(), a.ld, ta, pb, c.v.data(), c.ld, epi, pool));
+    }
+    check(c, what);
+  }
+
+  void check(const Strided& c, const std::string& what) const {
+    std::size_t bad = 0;
+    std::size_t first_i = 0, first_j = 0;
+    for (std::size_t i = 0; i < s.m; ++i) {
+      for (std::size_t j = 0; j < c.ld; ++j) {
+        const float got = c.v[i * c.ld + j];
+        const bool ok = j < s.n ? std::fabs(got - ref[i * s.n + j]) <= tol[i * s.n + j] : got == kSentinel;
+        if (!ok && bad++ == 0) {
+          first_i = i;
+          first_j = j;
+        }
+      }
+    }
+    INFO(what);
+    INFO("first mismatch at (", first_i, ", ", first_j, ")");
+    if (bad != 0 && first_j < s.n) {
+      INFO("got ", c.v[first_i * c.ld + first_j], ", want ", ref[first_i * s.n + first_j]);
+      CHECK(bad == 0);
+    } else {
+      CHECK(bad == 0);
+    }
+  }
+};
+
+std::string describe(const GemmShape& s, bool ta, bool tb, int mode, std::size_t threads, Isa isa, const Epilogue& e) {
+  return "M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) +
+         " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " mode=" + std::to_string(mode) +
+         " threads=" + std::to_string(threads) + " isa=" + teeny::cpu::isa_name(isa) +
+         " act=" + std::to_string(static_cast<int>(e.activation)) + " bias=" + std::to_string(e.bias != nullptr) + "/" +
+         std::to_string(static_cast<int>(e.bias_axis)) + " acc=" + std::to_string(e.accumulate);
+}
+
+std::vector<std::unique_ptr<ThreadPool>> make_pools() {
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (std::size_t t = 1; t <= 4; ++t) pools.push_back(std::make_unique<ThreadPool>(t));
+  return pools;
+}
+
+}  // namespace
+
+TEST_CASE("sgemm matches a double reference for every ISA, shape, transpose, packing and thread count") {
+  const IsaGuard guard;
+  const auto pools = make_pools();
+  const GemmShape shapes[] = {
+      {0, 0, 0},      {0, 5, 3},      {4, 0, 3},     {3, 4, 0},      {1, 1, 1},      {7, 13, 5},      {33, 65, 17},
+      {1, 1000, 784}, {784, 1, 3},    {13, 1, 70},   {97, 131, 203}, {64, 512, 100}, {29, 1000, 400}, {1600, 20, 9},
+      {2, 40, 1100},  {3000, 3, 200}, {4, 300, 500}, {6, 333, 100},  {500, 7, 64},   {8, 50, 40},
+  };
+  std::mt19937 rng(42);
+  int variant = 0;
+  for (const GemmShape& s : shapes) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = (t & 1) != 0;
+      const bool tb = (t & 2) != 0;
+      // Cycle through the epilogues so that every one meets every shape class somewhere.
+      const Activation act = kActivations[variant % 8];
+      const int bias_mode = variant % 3;
+      const bool accumulate = variant % 5 == 2;
+      ++variant;
+      const Problem p(s, ta, tb, act, bias_mode, accumulate, rng);
+      for (const Isa isa : available_isas()) {
+        REQUIRE(teeny::cpu::set_isa(isa) == isa);
+        for (int mode = 0; mode < 3; ++mode) {
+          for (const auto& pool : pools) {
+            p.run_and_check(mode, *pool, describe(s, ta, tb, mode, pool->size(), isa, p.epi));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every epilogue: activations, column and row bias, accumulate") {
+  const IsaGuard guard;
+  ThreadPool one(1);
+  ThreadPool three(3);
+  std::mt19937 rng(7);
+  const GemmShape shapes[] = {{37, 75, 29}, {1, 40, 3}, {50, 300, 64}};
+  for (const GemmShape& s : shapes) {
+    for (const Activation act : kActivations) {
+      for (int bias_mode = 0; bias_mode < 3; ++bias_mode) {
+        for (const bool accumulate : {false, true}) {
+          const Problem p(s, false, true, act, bias_mode, accumulate, rng);
+          for (const Isa isa : available_isas()) {
+            REQUIRE(teeny::cpu::set_isa(isa) == isa);
+            for (ThreadPool* pool : {&one, &three}) {
+              p.run_and_check(0, *pool, describe(s, false, true, 0, pool->size(), isa, p.epi));
+              p.run_and_check(2, *pool, describe(s, false, true, 2, pool->size(), isa, p.epi));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("activations match PyTorch's formulas over a wide input range") {
+  const IsaGuard guard;
+  ThreadPool pool(1);
+  // C = x * 1 with K = 1 feeds every x straight through the epilogue.
+  std::vector<float> xs;
+  for (int i = -4000; i <= 4000; ++i) xs.push_back(static_cast<float>(i) * 0.005f);  // [-20, 20]
+  for (const float x : {-100.0f, -88.5f, -50.0f, 50.0f, 88.5f, 100.0f, 1e-7f, -1e-7f, 0.0f, -0.0f}) {
+    xs.push_back(x);
+  }
+  const float one = 1.0f;
+  std::vector<float> y(xs.size());
+  for (const Isa isa : available_isas()) {
+    REQUIRE(teeny::cpu::set_isa(isa) == isa);
+    for (const Activation act : kActivations) {
+      Epilogue e;
+      e.activation = act;
+      e.slope = 0.2f;
+      teeny::cpu::sgemm({xs.size(), 1, 1}, xs.data(), 1, false, &one, 1, false, y.data(), 1, e, pool);
+      double worst = 0;
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        const double want = activate_ref(act, xs[i], 0.2);
+        // Absolute error for small outputs, relative for large ones.
+        worst = std::fmax(worst, std::fabs(y[i] - want) / std::fmax(1.0, std::fabs(want)));
+      }
+      INFO("isa=", teeny::cpu::isa_name(isa), " act=", static_cast<int>(act));
+      CHECK(worst < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("K == 0 applies only the epilogue; M or N == 0 touches nothing") {
+  ThreadPool pool(2);
+  const float bias[3] = {1.0f, -2.0f, 3.0f};
+  float c[6] = {5, 5, 5, 5, 5, 5};
+  Epilogue e;
+  e.bias = bias;
+  e.activation = Activation::relu;
+  teeny::cpu::sgemm({2, 3, 0}, nullptr, 0, false, nullptr, 3, false, c, 3, e, pool);
+  CHECK(c[0] == 1.0f);
+  CHECK(c[1] == 0.0f);
+  CHECK(c[5] == 3.0f);
+  e.accumulate = true;
+  e.activation = Activation::none;
+  teeny::cpu::sgemm({2, 3, 0}, nullptr, 0, false, nullptr, 3, false, c, 3, e, pool);
+  CHECK(c[0] == 2.0f);
+  CHECK(c[1] == -2.0f);
+  CHECK(c[5] == 6.0f);
+  float untouched[4] = {7, 7, 7, 7};
+  teeny::cpu::sgemm({0, 4, 5}, nullptr, 5, false, nullptr, 4, false, untouched, 4, e, pool);
+  teeny::cpu::sgemm({4, 0, 5}, nullptr, 5, false, nullptr, 4, false, untouched, 1, e, pool);
+  CHECK(untouched[0] == 7.0f);
+  CHECK(untouched[3] == 7.0f);
+}
+
+TEST_CASE("a packed operand keeps working after the active ISA changes") {
+  const IsaGuard guard;
+  ThreadPool pool(2);
+  std::mt19937 rng(3);
+  const Problem pb(GemmShape{45, 70, 400}, false, true, Activation::gelu_erf, 1, false, rng);
+  const Problem pa(GemmShape{70, 45, 400}, true, false, Activation::silu, 2, true, rng);
+  for (const Isa pack_isa : available_isas()) {
+    REQUIRE(teeny::cpu::set_isa(pack_isa) == pack_isa);
+    const PackedMatrix b = teeny::cpu::pack_b(pb.s.k, pb.s.n, pb.b.v.data(), pb.b.ld, pb.tb);
+    const PackedMatrix a = teeny::cpu::pack_a(pa.s.m, pa.s.k, pa.a.v.data(), pa.a.ld, pa.ta);
+    REQUIRE(b.ok());
+    REQUIRE(a.ok());
+    CHECK(b.isa() == pack_isa);
+    CHECK(b.operand() == PackedMatrix::Operand::b);
+    CHECK(a.operand() == PackedMatrix::Operand::a);
+    CHECK(b.rows() == pb.s.k);
+    CHECK(b.cols() == pb.s.n);
+    for (const Isa run_isa : available_isas()) {
+      REQUIRE(teeny::cpu::set_isa(run_isa) == run_isa);
+      const std::string what =
+          std::string("packed for ") + teeny::cpu::isa_name(pack_isa) + ", run on " + teeny::cpu::isa_name(run_isa);
+      Strided cb = pb.fresh_c();
+      REQUIRE(teeny::cpu::sgemm(pb.s, pb.a.v.data(), pb.a.ld, pb.ta, b, cb.v.data(), cb.ld, pb.epi, pool));
+      pb.check(cb, what);
+      Strided ca = pa.fresh_c();
+      REQUIRE(teeny::cpu::sgemm(pa.s, a, pa.b.v.data(), pa.b.ld, pa.tb, ca.v.data(), ca.ld, pa.epi, pool));
+      pa.check(ca, what);
+    }
+  }
+}
+
+TEST_CASE("packing reports failure instead of crashing, and sgemm rejects bad packed operands") {
+  ThreadPool pool(1);
+  const float x[4] = {1, 2, 3, 4};
+  // Sizes whose byte count overflows: packing must fail cleanly before allocating.
+  const std::size_t huge = std::numeric_limits<std::size_t>::max() / 8;
+  CHECK_FALSE(teeny::cpu::pack_b(huge, 1000, x, 1000, false).ok());
+  CHECK_FALSE(teeny::cpu::pack_a(1000, huge, x, huge, false).ok());
+  CHECK_FALSE(PackedMatrix{}.ok());
+
+  float c[4] = {9, 9, 9, 9};
+  const PackedMatrix empty;
+  CHECK_FALSE(teeny::cpu::sgemm({2, 2, 2}, x, 2, false, empty, c, 2, {}, pool));
+  const PackedMatrix b = teeny::cpu::pack_b(2, 2, x, 2, false);
+  REQUIRE(b.ok());
+  CHECK_FALSE(teeny::cpu::sgemm({2, 3, 2}, x, 2, false, b, c, 2, {}, pool));  // wrong N
+  CHECK_FALSE(teeny::cpu::sgemm({2, 2, 2}, b, x, 2, false, c, 2, {}, pool));  // B where A is expected
+  CHECK(c[0] == 9.0f);
+
+  // Moving transfers ownership; an empty shape still packs to a valid (empty) operand.
+  PackedMatrix moved = teeny::cpu::pack_b(2, 2, x, 2, false);
+  PackedMatrix other = std::move(moved);
+  CHECK(other.ok());
+  CHECK(teeny::cpu::pack_b(0, 7, x, 7, false).ok());
+  CHECK(teeny::cpu::pack_a(7, 0, x, 0, false).ok());
+}
+
+TEST_CASE("ISA selection clamps to what the CPU has") {
+  const IsaGuard guard;
+  const Isa best = teeny::cpu::detected_isa();
+  CHECK(teeny::cpu::set_isa(Isa::portable) == Isa::portable);
+  CHECK(teeny::cpu::active_isa() == Isa::portable);
+  CHECK(teeny::cpu::set_isa(Isa::avx512) <= best);
+  CHECK(std::string(teeny::cpu::isa_name(Isa::avx2)) == "avx2");
+  CHECK(teeny::cpu::gemm_workspace_bytes({64, 512, 784}, false, false) > 0);
+  CHECK(teeny::cpu::gemm_workspace_bytes({64, 512, 784}, false, true) <
+        teeny::cpu::gemm_workspace_bytes({64, 512, 784}, false, false));
+  CHECK(teeny::cpu::gemm_workspace_bytes({0, 512, 784}, false, false) == 0);
+}

@@ -1,0 +1,193 @@
+// Whole CNNs on the CPU against PyTorch: LeNet and ResNet-18 built with the builder under the
+// PyTorch modules' names, their state_dicts loaded strictly from tests/fixtures/models (made by
+// tools/make_fixtures.py, which also stores the input in.x and PyTorch's out.logits), run at 1 and
+// 2 threads and at larger batches (the fixture images repeated), allocation-free after the first
+// forward. (The MLP is checked in tests/runtime/test_loaded_model.cpp.)
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+import teeny;
+
+#include "support/allocation_counter.hpp"
+#include "support/fixtures.hpp"
+
+namespace {
+using teeny::GraphBuilder;
+using teeny::Value;
+
+/// tools/make_fixtures.py's LeNet: conv1 -> relu -> max_pool2d(2) -> conv2 -> relu -> max_pool2d(2)
+/// -> flatten -> fc1 -> relu -> fc2 -> relu -> fc3.
+teeny::Graph lenet() {
+  GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 1, 28, 28});
+  auto h = b.max_pool2d(b.relu(b.conv2d(x, 8, 5, {.padding = 2}).named("conv1")), 2);
+  h = b.max_pool2d(b.relu(b.conv2d(h, 16, 5).named("conv2")), 2);
+  h = b.relu(b.linear(b.flatten(h), 120).named("fc1"));
+  h = b.relu(b.linear(h, 84).named("fc2"));
+  b.output("logits", b.linear(h, 10).named("fc3"));
+  auto graph = std::move(b).build();
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  return std::move(*graph);
+}
+
+/// torchvision's BasicBlock: conv1 (3x3, stride) -> bn1 -> relu -> conv2 -> bn2, plus the identity
+/// or downsample.0 (1x1 conv, stride) -> downsample.1 (bn), then relu.
+Value basic_block(GraphBuilder& b, Value x, const std::string& name, std::int64_t inplanes, std::int64_t planes,
+                  std::int64_t stride) {
+  auto out = b.conv2d(x, planes, 3, {.stride = stride, .padding = 1, .bias = false}).named(name + ".conv1");
+  out = b.relu(b.batch_norm2d(out).named(name + ".bn1"));
+  out = b.conv2d(out, planes, 3, {.padding = 1, .bias = false}).named(name + ".conv2");
+  out = b.batch_norm2d(out).named(name + ".bn2");
+  Value identity = x;
+  if (stride != 1 || inplanes != planes) {
+    identity = b.conv2d(x, planes, 1, {.stride = stride, .bias = false}).named(name + ".downsample.0");
+    identity = b.batch_norm2d(identity).named(name + ".downsample.1");
+  }
+  return b.relu(b.add(out, identity));
+}
+
+/// tools/make_fixtures.py's ResNet18 (torchvision's architecture and state_dict keys).
+teeny::Graph resnet18() {
+  GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 3, 64, 64});
+  auto h = b.conv2d(x, 64, 7, {.stride = 2, .padding = 3, .bias = false}).named("conv1");
+  h = b.relu(b.batch_norm2d(h).named("bn1")).named("relu");
+  h = b.max_pool2d(h, 3, {.stride = 2, .padding = 1}).named("maxpool");
+  const std::int64_t widths[] = {64, 128, 256, 512};
+  std::int64_t inplanes = 64;
+  for (int layer = 0; layer < 4; ++layer) {
+    const std::string prefix = "layer" + std::to_string(layer + 1);
+    const std::int64_t planes = widths[layer];
+    h = basic_block(b, h, prefix + ".0", inplanes, planes, layer == 0 ? 1 : 2);
+    h = basic_block(b, h, prefix + ".1", planes, planes, 1);
+    inplanes = planes;
+  }
+  h = b.flatten(b.adaptive_avg_pool2d(h, 1).named("avgpool"));
+  b.output("logits", b.linear(h, 1000).named("fc"));
+  auto graph = std::move(b).build();
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  return std::move(*graph);
+}
+
+struct ModelFixture {
+  teeny::SafetensorsFile file;
+  teeny::Tensor x;
+  teeny::Tensor logits;
+};
+
+ModelFixture fixture(const std::string& name) {
+  auto file = teeny::SafetensorsFile::open(fixtures::path("models/" + name + ".safetensors"));
+  REQUIRE_MESSAGE(file, (file ? "" : file.error().to_string()));
+  auto x = file->read("in.x");
+  auto logits = file->read("out.logits");
+  REQUIRE(x);
+  REQUIRE(logits);
+  return {std::move(*file), std::move(*x), std::move(*logits)};
+}
+
+// `t` repeated `times` along dim 0.
+teeny::Tensor repeated(const teeny::Tensor& t, std::int64_t times) {
+  teeny::ConcreteShape shape = t.shape();
+  shape[0] *= times;
+  auto out = teeny::Tensor::zeros(t.dtype(), shape);
+  REQUIRE(out);
+  for (std::int64_t i = 0; i < times; ++i) {
+    std::memcpy(out->data() + static_cast<std::size_t>(i) * t.bytes(), t.data(), t.bytes());
+  }
+  return std::move(*out);
+}
+
+struct Errors {
+  double abs = 0;
+  double rel = 0;         // |a - e| / |e| over elements with |e| >= 1e-3
+  std::int64_t bad = 0;   // elements with |a - e| > atol + rtol * |e|
+};
+
+// How `actual` (`expected` repeated along dim 0) differs from `expected`.
+Errors errors(const teeny::TensorBinding& actual, const teeny::Tensor& expected, double rtol, double atol) {
+  REQUIRE(actual.shape.numel() % expected.numel() == 0);
+  const auto* got = static_cast<const float*>(actual.data);
+  auto want = expected.view<float>();
+  REQUIRE(want);
+  Errors e;
+  for (std::int64_t i = 0; i < actual.shape.numel(); ++i) {
+    const double w = want->data[i % expected.numel()];
+    const double d = std::abs(static_cast<double>(got[i]) - w);
+    e.abs = std::max(e.abs, d);
+    if (std::abs(w) >= 1e-3) e.rel = std::max(e.rel, d / std::abs(w));
+    if (!(d <= atol + rtol * std::abs(w))) ++e.bad;
+  }
+  return e;
+}
+
+// Loads `graph` for batch `times` * the fixture's, with the fixture's weights (strictly: the only
+// keys left over are the input and output), runs the fixture's input repeated `times` and checks
+// every copy of the logits against PyTorch's; returns the largest errors.
+Errors run_against_pytorch(const teeny::Graph& graph, const ModelFixture& fx, std::size_t threads,
+                           std::int64_t times, double rtol, double atol, std::size_t expected_steps) {
+  CAPTURE(threads);
+  CAPTURE(times);
+  const teeny::Tensor x = repeated(fx.x, times);
+  auto model = teeny::load_cpu(graph, {{"batch", x.shape()[0]}}, {.threads = threads});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  auto report = model->load_weights(fx.file, {.strict = false});
+  REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
+  CHECK(report->missing.empty());
+  CHECK(report->mismatched.empty());
+  CHECK(report->skipped_unexpected == std::vector<std::string>{"in.x", "out.logits"});
+  CHECK(model->stats().steps == expected_steps);
+
+  const teeny::TensorRef in[] = {teeny::TensorRef::of("x", x)};
+  auto ran = model->forward(in);
+  REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+  const std::size_t allocations = test_support::allocation_count();
+  REQUIRE(model->forward(in));  // again: nothing is allocated per forward
+  CHECK(test_support::allocation_count() == allocations);
+
+  auto out = model->output("logits");
+  REQUIRE(out);
+  const Errors e = errors(*out, fx.logits, rtol, atol);
+  CHECK(e.bad == 0);
+  return e;
+}
+}  // namespace
+
+TEST_CASE("LeNet loads a PyTorch state_dict strictly and reproduces its logits") {
+  const ModelFixture fx = fixture("lenet");
+  const teeny::Graph graph = lenet();
+  // conv1+relu, pool, conv2+relu, pool, flatten, fc1+relu, fc2+relu, fc3: the ReLUs fused.
+  constexpr std::size_t steps = 8;
+  for (std::size_t threads : {1, 2}) {
+    for (std::int64_t times : {1, 22}) {  // batch 3 and 66
+      const Errors e = run_against_pytorch(graph, fx, threads, times, 1e-5, 1e-6, steps);
+      MESSAGE("LeNet, batch " << 3 * times << ", " << threads << " thread(s): max |error| " << e.abs
+                              << ", max relative error " << e.rel);
+    }
+  }
+}
+
+// ResNet-18's logits go through 20 convolutions with K up to 4608 and BN-scaled sums: a different
+// (blocked, FMA) summation order than PyTorch's gives relative differences of a few 1e-6 per layer
+// that compound, so the check is 1e-4 relative + 1e-5 absolute (the MESSAGE reports what is seen).
+TEST_CASE("ResNet-18 loads a PyTorch state_dict strictly and reproduces its logits") {
+  const ModelFixture fx = fixture("resnet18");
+  const teeny::Graph graph = resnet18();
+  // stem: conv1, bn1+relu, maxpool; 8 blocks of conv1, bn1+relu, conv2, bn2, add, relu and 3
+  // downsamples of conv + bn; avgpool, flatten, fc.
+  constexpr std::size_t steps = 3 + 8 * 6 + 3 * 2 + 3;
+  for (std::size_t threads : {1, 2}) {
+    for (std::int64_t times : {1, 2}) {
+      const Errors e = run_against_pytorch(graph, fx, threads, times, 1e-4, 1e-5, steps);
+      MESSAGE("ResNet-18, batch " << times << ", " << threads << " thread(s): max |error| " << e.abs
+                                  << ", max relative error " << e.rel);
+    }
+  }
+}
