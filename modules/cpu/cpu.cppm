@@ -35,6 +35,7 @@ inline Result<CpuModel> load_cpu(const Graph& graph, const Bindings& dims, CpuOp
 
 // The CPU backend has a kernel for every standard op (LoadedModel checks the whole set too).
 namespace teeny {
+static_assert(Model<CpuModel>, "a model loaded on the CPU is a teeny::Model");
 static_assert(KernelFor<CpuContext, linear_op<float>>);
 static_assert(KernelFor<CpuContext, matmul_op<float>>);
 static_assert(KernelFor<CpuContext, unary_op<float>>);

@@ -81,6 +81,12 @@ inline constexpr bool backend_runs_all<B, std::variant<Ops...>> = ((InputOpType<
 }  // namespace loaded_detail
 
 /// What loading made: sizes of the arena (with and without reuse) and of the parameters.
+/// A tensor with a name: what the Model concept's forward takes and returns.
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
 struct PlanStats {
   std::size_t steps = 0;              // kernel launches per forward
   std::size_t arena_bytes = 0;        // activation arena, memory reused by liveness
@@ -144,6 +150,30 @@ class LoadedModel {
 
   /// Writes every parameter to a safetensors file (a state_dict PyTorch can load).
   Result<void> save_weights(const std::string& path) const { return save_safetensors(path, parameters()); }
+
+  /// The Model concept's types: named tensors in, named tensors out.
+  using Input = std::vector<NamedTensor>;
+  using Output = std::vector<NamedTensor>;
+
+  /// Model::forward: runs `inputs` and copies every output out of the arena into its own tensor
+  /// (which allocates; the span overload below does not).
+  Result<Output> forward(Input inputs) {
+    std::vector<TensorRef> refs;
+    for (const NamedTensor& in : inputs) refs.push_back(TensorRef::of(in.name, in.tensor));
+    if (auto ran = forward(std::span<const TensorRef>(refs)); !ran) return std::move(ran).error();
+    Output outputs;
+    for (const Port& port : outputs_) {
+      const TensorBinding& value = current_->values[port.node];
+      if (value.row_stride != 0 && value.row_stride != value.shape.last()) {
+        return fail(Errc::unsupported, "output '", port.name, "' has padded rows; read it with output()");
+      }
+      auto tensor = Tensor::zeros(value.dtype, value.shape);
+      if (!tensor) return std::move(tensor).error().context(cat("output '", port.name, "'"));
+      if (tensor->bytes() != 0) std::memcpy(tensor->data(), value.data, tensor->bytes());
+      outputs.push_back({port.name, std::move(*tensor)});
+    }
+    return outputs;
+  }
 
   /// Runs the model. Inputs are matched by name to the graph's inputs; their shapes bind the
   /// symbolic dims. With the shapes of the plan in use this allocates nothing.

@@ -57,6 +57,21 @@ TEST_CASE("MLP 784-512-512-10 loads a PyTorch state_dict and reproduces its logi
   CHECK(model->stats().parameter_count == 669706);
 }
 
+TEST_CASE("the loaded model is a teeny::Model: named tensors in, named tensors out") {
+  MlpFixture fx;
+  auto model = teeny::load_cpu(mlp(), {{"batch", 3}});
+  REQUIRE(model);
+  REQUIRE(model->load_weights(fx.file, {.strict = false}));
+  std::vector<teeny::NamedTensor> inputs;
+  inputs.push_back({"x", std::move(fx.x)});
+  auto outputs = model->forward(std::move(inputs));
+  REQUIRE(outputs);
+  REQUIRE(outputs->size() == 1);
+  CHECK((*outputs)[0].name == "logits");
+  const teeny::Tensor& logits = (*outputs)[0].tensor;
+  fixtures::check_close({const_cast<std::byte*>(logits.data()), logits.dtype(), logits.shape(), 0}, fx.logits);
+}
+
 TEST_CASE("strict loading reports every missing or unexpected key at once") {
   MlpFixture fx;
   auto model = teeny::load_cpu(mlp(), {{"batch", 1}});
