@@ -94,8 +94,7 @@ int main(int argc, char** argv) {
   // 1. The graph, built like the PyTorch module.
   auto graph = opt.model == "mlp" ? fashion::mlp() : fashion::lenet();
   if (!graph) return fail(graph.error());
-  std::printf("Fashion-MNIST %s, built with teeny's GraphBuilder\n\n%s\n", opt.model.c_str(),
-              graph->summary().c_str());
+  std::printf("Fashion-MNIST %s, built with teeny's GraphBuilder\n\n%s\n", opt.model.c_str(), graph->summary().c_str());
 
   // 2. Loaded on the CPU for this batch size, 3. with the PyTorch state_dict (strict: every key).
   auto model = teeny::load_cpu(*graph, {{"batch", opt.batch}}, {.threads = static_cast<std::size_t>(opt.threads)});
@@ -106,11 +105,12 @@ int main(int argc, char** argv) {
   if (!report) return fail(report.error());
   const teeny::PlanStats stats = model->stats();
   std::printf("weights: %s (%zu tensors)\n", opt.weights.c_str(), report->loaded.size());
-  std::printf("plan for batch %lld: %zu kernel steps, %lld parameters (%.2f MB), activation arena %.2f MB "
-              "(%.2f MB without reuse), %lld thread(s)\n",
-              static_cast<long long>(opt.batch), stats.steps, static_cast<long long>(stats.parameter_count),
-              stats.parameter_bytes / 1e6, stats.arena_bytes / 1e6, stats.naive_arena_bytes / 1e6,
-              static_cast<long long>(opt.threads));
+  std::printf(
+      "plan for batch %lld: %zu kernel steps, %lld parameters (%.2f MB), activation arena %.2f MB "
+      "(%.2f MB without reuse), %lld thread(s)\n",
+      static_cast<long long>(opt.batch), stats.steps, static_cast<long long>(stats.parameter_count),
+      stats.parameter_bytes / 1e6, stats.arena_bytes / 1e6, stats.naive_arena_bytes / 1e6,
+      static_cast<long long>(opt.threads));
 
   // 4. The test images, pixel/255 as in training.
   auto data = teeny::load_fashion_mnist(opt.data, teeny::DatasetSplit::test);
@@ -125,8 +125,8 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   for (std::int64_t first = 0; first < n; first += opt.batch) {
     const std::int64_t count = std::min(opt.batch, n - first);
-    const teeny::TensorRef input[] = {{"x", teeny::DType::f32, {count, 1, 28, 28},
-                                       std::span(images + first * image_bytes, count * image_bytes)}};
+    const teeny::TensorRef input[] = {
+        {"x", teeny::DType::f32, {count, 1, 28, 28}, std::span(images + first * image_bytes, count * image_bytes)}};
     if (auto ran = model->forward(input); !ran) return fail(ran.error());
     auto logits = model->output("logits");
     if (!logits) return fail(logits.error());

@@ -205,7 +205,8 @@ class LoadedModel {
   /// An output of the last forward, in the arena (valid until the next forward).
   Result<TensorBinding> output(std::string_view name) const {
     auto node = find_port(outputs_, name);
-    if (!node) return fail(Errc::not_found, "the model has no output '", name, "' (outputs: ", port_names(outputs_), ")");
+    if (!node)
+      return fail(Errc::not_found, "the model has no output '", name, "' (outputs: ", port_names(outputs_), ")");
     return current_->values[*node];
   }
 
@@ -327,10 +328,12 @@ class LoadedModel {
           node.op);
       const std::int64_t last = std::max<std::int64_t>(shapes[id].last(), 1);
       const std::int64_t rows = shapes[id].numel() / last;
-      requests[id].bytes = static_cast<std::size_t>(rows * std::max(row_strides[id], last)) * size_of(output_dtype_of(node.op));
+      requests[id].bytes =
+          static_cast<std::size_t>(rows * std::max(row_strides[id], last)) * size_of(output_dtype_of(node.op));
       requests[id].first_step = std::holds_alternative<InputOp>(node.op) ? 0 : step_of[id];
       requests[id].last_step = requests[id].first_step;
-      for (const Use& use : dag.uses(id)) requests[id].last_step = std::max(requests[id].last_step, step_of[use.consumer]);
+      for (const Use& use : dag.uses(id))
+        requests[id].last_step = std::max(requests[id].last_step, step_of[use.consumer]);
     }
     for (const Port& out : outputs_) requests[out.node].last_step = order_.size();
     const MemoryPlan memory = plan_memory(requests);
@@ -354,7 +357,8 @@ class LoadedModel {
             if constexpr (InputOpType<Op>) {
               return ok();
             } else {
-              return first_plan ? add_params(id, op, in_shapes, shapes[id]) : check_params(id, op, in_shapes, shapes[id]);
+              return first_plan ? add_params(id, op, in_shapes, shapes[id])
+                                : check_params(id, op, in_shapes, shapes[id]);
             }
           },
           node.op);

@@ -35,30 +35,29 @@ overloaded(F...) -> overloaded<F...>;
 inline std::optional<std::pair<UnaryFn, UnaryParams>> activation_of(const GraphOp& op) {
   using R = std::optional<std::pair<UnaryFn, UnaryParams>>;
   auto f = [](UnaryFn fn, UnaryParams p = {}) { return R(std::pair{fn, p}); };
-  return std::visit(overloaded{
-                        [&](const ReLU&) { return f(UnaryFn::relu); },
-                        [&](const LeakyReLU& a) {
-                          return f(UnaryFn::leaky_relu, {static_cast<float>(a.negative_slope), 0});
-                        },
-                        [&](const GELU& a) {
-                          return f(a.approximate == GeluApproximate::tanh ? UnaryFn::gelu_tanh : UnaryFn::gelu_erf);
-                        },
-                        [&](const SiLU&) { return f(UnaryFn::silu); },
-                        [&](const Sigmoid&) { return f(UnaryFn::sigmoid); },
-                        [&](const Tanh&) { return f(UnaryFn::tanh); },
-                        [&](const Softplus& a) {
-                          return f(UnaryFn::softplus, {static_cast<float>(a.beta), static_cast<float>(a.threshold)});
-                        },
-                        [&](const ELU& a) { return f(UnaryFn::elu, {static_cast<float>(a.alpha), 0}); },
-                        [&](const Hardswish&) { return f(UnaryFn::hardswish); },
-                        [&](const Unary& u) {
-                          constexpr UnaryFn fns[] = {UnaryFn::exp, UnaryFn::log,      UnaryFn::sqrt,
-                                                     UnaryFn::abs, UnaryFn::neg, UnaryFn::reciprocal};
-                          return f(fns[static_cast<std::size_t>(u.op)]);
-                        },
-                        [&](const auto&) { return R(); },
-                    },
-                    op);
+  return std::visit(
+      overloaded{
+          [&](const ReLU&) { return f(UnaryFn::relu); },
+          [&](const LeakyReLU& a) { return f(UnaryFn::leaky_relu, {static_cast<float>(a.negative_slope), 0}); },
+          [&](const GELU& a) {
+            return f(a.approximate == GeluApproximate::tanh ? UnaryFn::gelu_tanh : UnaryFn::gelu_erf);
+          },
+          [&](const SiLU&) { return f(UnaryFn::silu); },
+          [&](const Sigmoid&) { return f(UnaryFn::sigmoid); },
+          [&](const Tanh&) { return f(UnaryFn::tanh); },
+          [&](const Softplus& a) {
+            return f(UnaryFn::softplus, {static_cast<float>(a.beta), static_cast<float>(a.threshold)});
+          },
+          [&](const ELU& a) { return f(UnaryFn::elu, {static_cast<float>(a.alpha), 0}); },
+          [&](const Hardswish&) { return f(UnaryFn::hardswish); },
+          [&](const Unary& u) {
+            constexpr UnaryFn fns[] = {UnaryFn::exp, UnaryFn::log, UnaryFn::sqrt,
+                                       UnaryFn::abs, UnaryFn::neg, UnaryFn::reciprocal};
+            return f(fns[static_cast<std::size_t>(u.op)]);
+          },
+          [&](const auto&) { return R(); },
+      },
+      op);
 }
 
 // Whether an op reads inputs of dtypes other than the compute type (Cast: any; Embedding: integer
@@ -127,44 +126,43 @@ struct standard_node_lowering {
       return true;
     };
     if (auto act = activation_of(node.op.op)) return emit(unary_op<T>{act->first, act->second, out});
-    return std::visit(overloaded{
-                          [&](const Input&) { return emit(InputOp{node.name, type.shape, type.dtype}); },
-                          [&](const Linear& l) { return emit(linear_op<T>{l, out}); },
-                          [&](const MatMul&) { return emit(matmul_op<T>{out}); },
-                          [&](const Binary& b) { return emit(binary_op<T>{binary_fn(b.op), out}); },
-                          [&](const Flatten&) { return emit(reshape_op<T>{out}); },
-                          [&](const Reshape&) { return emit(reshape_op<T>{out}); },
-                          [&](const Conv1d& c) { return emit(conv_op<T>::from(c, out)); },
-                          [&](const Conv2d& c) { return emit(conv_op<T>::from(c, out)); },
-                          [&](const MaxPool2d& p) { return emit(max_pool2d_op<T>{p, out}); },
-                          [&](const AvgPool2d& p) { return emit(avg_pool2d_op<T>{p, out}); },
-                          [&](const AdaptiveAvgPool2d& p) { return emit(adaptive_avg_pool2d_op<T>{p, out}); },
-                          [&](const BatchNorm& n) { return emit(batch_norm_op<T>{n, out}); },
-                          [&](const LayerNorm& n) { return emit(layer_norm_op<T>{n, out}); },
-                          [&](const RMSNorm& n) { return emit(rms_norm_op<T>{n, out}); },
-                          [&](const GroupNorm& n) { return emit(group_norm_op<T>{n, out}); },
-                          [&](const Softmax& s) { return emit(softmax_op<T>{s.axis, false, out}); },
-                          [&](const LogSoftmax& s) { return emit(softmax_op<T>{s.axis, true, out}); },
-                          [&](const Reduce& r) { return emit(reduce_op<T>{reduce_fn(r.op), r.axes, r.keepdim, out}); },
-                          [&](const Transpose& t) {
-                            return emit(permute_op<T>{transpose_dims(t, type.shape.rank()), out});
-                          },
-                          [&](const Permute& p) { return emit(permute_op<T>{p.dims, out}); },
-                          [&](const Slice& s) { return emit(slice_op<T>{s.axis, s.start.value_or(0), s.step, out}); },
-                          [&](const Split& s) { return emit(slice_op<T>{s.axis, split_start(s), 1, out}); },
-                          [&](const Concat& c) { return emit(concat_op<T>{c.axis, node.inputs.size(), out}); },
-                          [&](const Pad& p) { return emit(pad_op<T>{p, out}); },
-                          [&](const Upsample& u) { return emit(upsample_op<T>{u, out}); },
-                          [&](const Cast& c) { return emit(cast_op<T>{c.dtype, out}); },
-                          [&](const Embedding& e) { return emit(embedding_op<T>{e, out}); },
-                          [&](const Attention& a) { return emit(attention_op<T>{a, out}); },
-                          [&](const Dropout&) -> Result<bool> {
-                            ctx.alias(g, ctx.input(g, 0));  // the identity at inference
-                            return true;
-                          },
-                          [&](const auto&) -> Result<bool> { return false; },
-                      },
-                      node.op.op);
+    return std::visit(
+        overloaded{
+            [&](const Input&) { return emit(InputOp{node.name, type.shape, type.dtype}); },
+            [&](const Linear& l) { return emit(linear_op<T>{l, out}); },
+            [&](const MatMul&) { return emit(matmul_op<T>{out}); },
+            [&](const Binary& b) { return emit(binary_op<T>{binary_fn(b.op), out}); },
+            [&](const Flatten&) { return emit(reshape_op<T>{out}); },
+            [&](const Reshape&) { return emit(reshape_op<T>{out}); },
+            [&](const Conv1d& c) { return emit(conv_op<T>::from(c, out)); },
+            [&](const Conv2d& c) { return emit(conv_op<T>::from(c, out)); },
+            [&](const MaxPool2d& p) { return emit(max_pool2d_op<T>{p, out}); },
+            [&](const AvgPool2d& p) { return emit(avg_pool2d_op<T>{p, out}); },
+            [&](const AdaptiveAvgPool2d& p) { return emit(adaptive_avg_pool2d_op<T>{p, out}); },
+            [&](const BatchNorm& n) { return emit(batch_norm_op<T>{n, out}); },
+            [&](const LayerNorm& n) { return emit(layer_norm_op<T>{n, out}); },
+            [&](const RMSNorm& n) { return emit(rms_norm_op<T>{n, out}); },
+            [&](const GroupNorm& n) { return emit(group_norm_op<T>{n, out}); },
+            [&](const Softmax& s) { return emit(softmax_op<T>{s.axis, false, out}); },
+            [&](const LogSoftmax& s) { return emit(softmax_op<T>{s.axis, true, out}); },
+            [&](const Reduce& r) { return emit(reduce_op<T>{reduce_fn(r.op), r.axes, r.keepdim, out}); },
+            [&](const Transpose& t) { return emit(permute_op<T>{transpose_dims(t, type.shape.rank()), out}); },
+            [&](const Permute& p) { return emit(permute_op<T>{p.dims, out}); },
+            [&](const Slice& s) { return emit(slice_op<T>{s.axis, s.start.value_or(0), s.step, out}); },
+            [&](const Split& s) { return emit(slice_op<T>{s.axis, split_start(s), 1, out}); },
+            [&](const Concat& c) { return emit(concat_op<T>{c.axis, node.inputs.size(), out}); },
+            [&](const Pad& p) { return emit(pad_op<T>{p, out}); },
+            [&](const Upsample& u) { return emit(upsample_op<T>{u, out}); },
+            [&](const Cast& c) { return emit(cast_op<T>{c.dtype, out}); },
+            [&](const Embedding& e) { return emit(embedding_op<T>{e, out}); },
+            [&](const Attention& a) { return emit(attention_op<T>{a, out}); },
+            [&](const Dropout&) -> Result<bool> {
+              ctx.alias(g, ctx.input(g, 0));  // the identity at inference
+              return true;
+            },
+            [&](const auto&) -> Result<bool> { return false; },
+        },
+        node.op.op);
   }
 };
 

@@ -107,8 +107,8 @@ teeny::Tensor repeated(const teeny::Tensor& t, std::int64_t times) {
 
 struct Errors {
   double abs = 0;
-  double rel = 0;         // |a - e| / |e| over elements with |e| >= 1e-3
-  std::int64_t bad = 0;   // elements with |a - e| > atol + rtol * |e|
+  double rel = 0;        // |a - e| / |e| over elements with |e| >= 1e-3
+  std::int64_t bad = 0;  // elements with |a - e| > atol + rtol * |e|
 };
 
 // How `actual` (`expected` repeated along dim 0) differs from `expected`.
@@ -131,8 +131,8 @@ Errors errors(const teeny::TensorBinding& actual, const teeny::Tensor& expected,
 // Loads `graph` for batch `times` * the fixture's, with the fixture's weights (strictly: the only
 // keys left over are the input and output), runs the fixture's input repeated `times` and checks
 // every copy of the logits against PyTorch's; returns the largest errors.
-Errors run_against_pytorch(const teeny::Graph& graph, const ModelFixture& fx, std::size_t threads,
-                           std::int64_t times, double rtol, double atol, std::size_t expected_steps) {
+Errors run_against_pytorch(const teeny::Graph& graph, const ModelFixture& fx, std::size_t threads, std::int64_t times,
+                           double rtol, double atol, std::size_t expected_steps) {
   CAPTURE(threads);
   CAPTURE(times);
   const teeny::Tensor x = repeated(fx.x, times);

@@ -231,7 +231,9 @@ void add_cnn_ops(std::vector<OpCase>& list) {
       {"conv2d_1x1", {"x"}, conv2d(5, 1)},
       {"conv2d_no_bias", {"x"}, conv2d(4, 3, {.bias = false})},
       {"conv2d_nonsquare", {"x"}, conv2d(4, {3, 5}, {.stride = {2, 1}, .padding = {1, 2}})},
-      {"conv2d_nonsquare_dilation", {"x"}, conv2d(3, {2, 3}, {.stride = {1, 2}, .padding = {0, 1}, .dilation = {3, 2}})},
+      {"conv2d_nonsquare_dilation",
+       {"x"},
+       conv2d(3, {2, 3}, {.stride = {1, 2}, .padding = {0, 1}, .dilation = {3, 2}})},
       {"conv2d_5x5_pad2", {"x"}, conv2d(8, 5, {.padding = 2})},
       {"conv2d_unbatched", {"x"}, conv2d(4, 3, {.padding = 1})},
       {"max_pool2d_k2", {"x"}, max_pool(2)},
@@ -248,13 +250,16 @@ void add_cnn_ops(std::vector<OpCase>& list) {
       {"avg_pool2d_k3_s2_p1_include_pad", {"x"}, avg_pool(3, {.stride = 2, .padding = 1, .count_include_pad = true})},
       {"avg_pool2d_k3_s2_p1_exclude_pad", {"x"}, avg_pool(3, {.stride = 2, .padding = 1, .count_include_pad = false})},
       {"avg_pool2d_ceil", {"x"}, avg_pool(2, {.ceil_mode = true})},
-      {"avg_pool2d_ceil_pad_include", {"x"},
+      {"avg_pool2d_ceil_pad_include",
+       {"x"},
        avg_pool(3, {.stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = true})},
-      {"avg_pool2d_ceil_pad_exclude", {"x"},
+      {"avg_pool2d_ceil_pad_exclude",
+       {"x"},
        avg_pool(3, {.stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false})},
       {"avg_pool2d_ceil_drop_last", {"x"}, avg_pool(2, {.stride = 2, .padding = 1, .ceil_mode = true})},
       {"avg_pool2d_divisor_override", {"x"}, avg_pool(3, {.stride = 2, .padding = 1, .divisor_override = 5})},
-      {"avg_pool2d_nonsquare", {"x"},
+      {"avg_pool2d_nonsquare",
+       {"x"},
        avg_pool({2, 3}, {.stride = Size2{1, 2}, .padding = {1, 1}, .count_include_pad = false})},
       {"avg_pool2d_unbatched", {"x"}, avg_pool(3, {.stride = 3})},
       {"adaptive_avg_pool2d_1x1", {"x"}, adaptive(1)},
@@ -268,8 +273,11 @@ void add_cnn_ops(std::vector<OpCase>& list) {
       {"batch_norm2d_no_affine", {"x"}, bn2d({.affine = false})},
       {"batch_norm2d_no_running_stats", {"x"}, bn2d({.track_running_stats = false})},
       {"batch_norm1d_no_running_stats", {"x"}, bn1d({.affine = false, .track_running_stats = false})},
-      {"batch_norm3d", {"x"},
-       [](GraphBuilder& b, auto& in) { return b.add(teeny::BatchNorm{.num_features = 3, .spatial_dims = 3}, {in[0]}); }},
+      {"batch_norm3d",
+       {"x"},
+       [](GraphBuilder& b, auto& in) {
+         return b.add(teeny::BatchNorm{.num_features = 3, .spatial_dims = 3}, {in[0]});
+       }},
       {"layer_norm_last", {"x"}, layer_norm({8})},
       {"layer_norm_last2", {"x"}, layer_norm({3, 8})},
       {"layer_norm_no_affine", {"x"}, layer_norm({8}, {.elementwise_affine = false})},
@@ -333,15 +341,14 @@ std::vector<OpCase> cases() {
       {"pow_negative_base_integer_exponent", {"a", "b"}, binary(&GraphBuilder::pow)},
       {"pow_square_root", {"a", "b"}, binary(&GraphBuilder::pow)},
   };
-  for (std::string_view name : {"matmul_1d_1d", "matmul_2d_1d", "matmul_1d_2d", "matmul_2d_2d", "matmul_1d_3d",
-                                "matmul_3d_1d", "matmul_3d_2d", "matmul_batched_broadcast",
-                                "matmul_batched_broadcast_both"}) {
+  for (std::string_view name :
+       {"matmul_1d_1d", "matmul_2d_1d", "matmul_1d_2d", "matmul_2d_2d", "matmul_1d_3d", "matmul_3d_1d", "matmul_3d_2d",
+        "matmul_batched_broadcast", "matmul_batched_broadcast_both"}) {
     list.push_back({name, {"a", "b"}, binary(&GraphBuilder::matmul)});
   }
   const std::pair<std::string_view, Value (GraphBuilder::*)(Value, Value)> binaries[] = {
-      {"add", &GraphBuilder::add},         {"sub", &GraphBuilder::sub},
-      {"mul", &GraphBuilder::mul},         {"div", &GraphBuilder::div},
-      {"pow", &GraphBuilder::pow},         {"maximum", &GraphBuilder::maximum},
+      {"add", &GraphBuilder::add},         {"sub", &GraphBuilder::sub}, {"mul", &GraphBuilder::mul},
+      {"div", &GraphBuilder::div},         {"pow", &GraphBuilder::pow}, {"maximum", &GraphBuilder::maximum},
       {"minimum", &GraphBuilder::minimum},
   };
   static std::vector<std::string> names;  // the case names must outlive the list

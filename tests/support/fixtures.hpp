@@ -11,7 +11,9 @@
 
 namespace fixtures {
 
-inline std::string path(std::string_view relative) { return std::string(TEENY_FIXTURES_DIR) + "/" + std::string(relative); }
+inline std::string path(std::string_view relative) {
+  return std::string(TEENY_FIXTURES_DIR) + "/" + std::string(relative);
+}
 
 /// Checks `actual` (a model output binding) against the fixture tensor `expected` elementwise:
 /// |a - e| <= atol + rtol * |e| (NaN matches NaN), reporting the first mismatch.
@@ -34,10 +36,9 @@ inline void check_close(const teeny::TensorBinding& actual, const teeny::Tensor&
       ++bad;
     }
   }
-  INFO("first mismatch at element " << first_bad << ": got "
-                                    << (first_bad >= 0 ? got->data[first_bad] : 0.0f) << ", PyTorch "
-                                    << (first_bad >= 0 ? want->data[first_bad] : 0.0f) << " (" << bad << " of " << n
-                                    << " differ)");
+  INFO("first mismatch at element " << first_bad << ": got " << (first_bad >= 0 ? got->data[first_bad] : 0.0f)
+                                    << ", PyTorch " << (first_bad >= 0 ? want->data[first_bad] : 0.0f) << " (" << bad
+                                    << " of " << n << " differ)");
   CHECK(bad == 0);
 }
 
