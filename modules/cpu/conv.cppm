@@ -28,8 +28,8 @@ struct ConvState {
   enum class Columns : std::uint8_t {
     input,   // the input as it is: a 1x1, stride-1, unpadded convolution
     im2col,  // the K x Ho*Wo im2col matrix
-    wide,    // unpadded stride 1 (along W): K x Ho*W, output rows computed W wide and then cut to
-             // Wo, so that each im2col row is one contiguous copy instead of Ho short ones
+    wide,    // stride 1, unpadded along W: K x Ho*W, output rows computed W wide and then cut to Wo,
+             // so that each im2col row is one contiguous copy instead of Ho short ones
   };
   std::vector<cpu::PackedMatrix> weights;  // per group: W_g as the GEMM's A operand
   Columns columns = Columns::im2col;
@@ -45,11 +45,11 @@ namespace teeny {
 namespace {
 
 struct Geometry {
-  std::int64_t n, c, h, w;        // input
-  std::int64_t o, ho, wo;         // output
-  std::int64_t groups, cg, og;    // channels per group, in and out
-  std::int64_t k;                 // GEMM depth: cg * kh * kw
-  std::int64_t p;                 // output pixels: ho * wo
+  std::int64_t n, c, h, w;      // input
+  std::int64_t o, ho, wo;       // output
+  std::int64_t groups, cg, og;  // channels per group, in and out
+  std::int64_t k;               // GEMM depth: cg * kh * kw
+  std::int64_t p;               // output pixels: ho * wo
 };
 
 Geometry geometry(const ConvArgs<float>& a) {
@@ -134,7 +134,8 @@ void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols,
       const std::int64_t first = oh_lo * g.wo + lo;
       const std::int64_t last = (oh_hi - 1) * g.wo + hi;
       if (last > first) {
-        std::memcpy(dst + first, plane + ih0 * g.w + iw0 + first, static_cast<std::size_t>(last - first) * sizeof(float));
+        std::memcpy(dst + first, plane + ih0 * g.w + iw0 + first,
+                    static_cast<std::size_t>(last - first) * sizeof(float));
       }
       for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
         zero(dst + oh * g.wo, lo);
@@ -156,8 +157,8 @@ void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols,
   }
 }
 
-// Rows [row_begin, row_end) of the K x Ho*W "wide" im2col matrix of an unpadded convolution with
-// stride 1 along W: row (c, i, j), column (oh, ow) holds x[c, oh*sh - ph + i*dh, ow + j*dw] for
+// Rows [row_begin, row_end) of the K x Ho*W "wide" im2col matrix of a stride-1 convolution
+// unpadded along W: row (c, i, j), column (oh, ow) holds x[c, oh - ph + i*dh, ow + j*dw] for
 // ow < Wo, and whatever follows in the plane for the Wo <= ow < W that are cut off afterwards.
 void im2col_wide(const float* x, const Geometry& g, const Window2d& win, float* cols, std::int64_t row_begin,
                  std::int64_t row_end) {
@@ -175,19 +176,11 @@ void im2col_wide(const float* x, const Geometry& g, const Window2d& win, float* 
     zero(dst, oh_lo * g.w);
     zero(dst + oh_hi * g.w, (g.ho - oh_hi) * g.w);
     if (oh_lo >= oh_hi) continue;
-    if (win.stride_h == 1) {
-      // Consecutive input rows: one copy, stopping iw0 short of the plane's end (cut-off columns).
-      const std::int64_t first = oh_lo * g.w;
-      const std::int64_t last = oh_hi * g.w - iw0;
-      std::memcpy(dst + first, plane + ih0 * g.w + iw0 + first, static_cast<std::size_t>(last - first) * sizeof(float));
-      zero(dst + last, iw0);
-    } else {
-      for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-        std::memcpy(dst + oh * g.w, plane + (oh * win.stride_h + ih0) * g.w + iw0,
-                    static_cast<std::size_t>(g.w - iw0) * sizeof(float));
-        zero(dst + oh * g.w + g.w - iw0, iw0);
-      }
-    }
+    // Consecutive input rows: one copy, stopping iw0 short of the plane's end (cut-off columns).
+    const std::int64_t first = oh_lo * g.w;
+    const std::int64_t last = oh_hi * g.w - iw0;
+    std::memcpy(dst + first, plane + ih0 * g.w + iw0 + first, static_cast<std::size_t>(last - first) * sizeof(float));
+    zero(dst + last, iw0);
   }
 }
 
@@ -221,7 +214,7 @@ Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& a
   if (win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_h == 0 &&
       win.pad_w == 0) {
     state.columns = Columns::input;
-  } else if (win.stride_w == 1 && win.pad_w == 0 && g.wo < g.w) {
+  } else if (win.stride_h == 1 && win.stride_w == 1 && win.pad_w == 0 && g.wo < g.w) {
     state.columns = Columns::wide;
   }
   const auto og = static_cast<std::size_t>(g.og);
@@ -234,7 +227,7 @@ Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& a
   }
   // Scratch per worker: the columns, and for wide columns the wide output they make.
   const std::int64_t width = state.columns == Columns::wide ? g.ho * g.w : g.p;
-  const std::int64_t floats = state.columns == Columns::input   ? 0
+  const std::int64_t floats = state.columns == Columns::input  ? 0
                               : state.columns == Columns::wide ? (g.k + g.og) * width
                                                                : g.k * width;
   if (!cpu.reserve_scratch(static_cast<std::size_t>(floats) * sizeof(float))) {
@@ -287,11 +280,12 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   };
   // C = W_g * B for task t's group, into `c` (row stride `width`).
   auto gemm = [&](std::int64_t t, const float* b, float* c) {
+    const std::int64_t group = t % g.groups;
     cpu::Epilogue e = epilogue;
-    e.bias = bias != nullptr ? bias + (t % g.groups) * g.og : nullptr;
+    e.bias = bias != nullptr ? bias + group * g.og : nullptr;
     const auto n = static_cast<std::size_t>(width);
     cpu::sgemm({static_cast<std::size_t>(g.og), n, static_cast<std::size_t>(g.k)},
-               state.weights[static_cast<std::size_t>(t % g.groups)], b, n, false, c, n, e, pool);
+               state.weights[static_cast<std::size_t>(group)], b, n, false, c, n, e, pool);
   };
   // Output rows [begin, end) of a wide GEMM result, cut from W to Wo columns.
   auto cut = [&](const float* c, float* out, std::int64_t begin, std::int64_t end) {
@@ -322,18 +316,16 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
         continue;
       }
       float* cols = cpu.scratch(0);
-      parallel_chunks(cpu, g.k, width, [&](std::int64_t begin, std::int64_t end) {
-        columns(input(t), cols, begin, end);
-      });
+      parallel_chunks(cpu, g.k, width,
+                      [&](std::int64_t begin, std::int64_t end) { columns(input(t), cols, begin, end); });
       if (!wide) {
         gemm(t, cols, output(t));
         continue;
       }
       float* c = cols + g.k * width;
       gemm(t, cols, c);
-      parallel_chunks(cpu, g.og * g.ho, g.wo, [&](std::int64_t begin, std::int64_t end) {
-        cut(c, output(t), begin, end);
-      });
+      parallel_chunks(cpu, g.og * g.ho, g.wo,
+                      [&](std::int64_t begin, std::int64_t end) { cut(c, output(t), begin, end); });
     }
   }
   if (!fused) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);

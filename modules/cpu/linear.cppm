@@ -30,12 +30,17 @@ void run_kernel(const matmul_op<float>& op, const MatMulArgs<float>& args, NoSta
 }  // namespace teeny
 
 namespace teeny {
-Result<LinearState> prepare_kernel(const linear_op<float>& op, const LinearArgs<float>& args, CpuContext&) {
+Result<LinearState> prepare_kernel(const linear_op<float>& op, const LinearArgs<float>& args, CpuContext& cpu) {
   const auto in = static_cast<std::size_t>(op.attrs.in_features);
   const auto out = static_cast<std::size_t>(op.attrs.out_features);
   LinearState state{cpu::pack_b(in, out, args.weight.data, in, /*trans_b=*/true)};
   if (!state.weight.ok() && in * out != 0) {
     return fail(Errc::out_of_memory, "cannot pack the ", op.attrs.out_features, "x", op.attrs.in_features, " weight");
+  }
+  // Whichever worker runs a tile must find its GEMM workspace allocated: size them all now.
+  const auto rows = static_cast<std::size_t>(args.x.shape[0]);
+  if (!cpu.reserve_gemm_workspace(cpu::gemm_workspace_bytes({rows, out, in}, false, true))) {
+    return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
   }
   return state;
 }

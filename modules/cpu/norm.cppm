@@ -97,8 +97,7 @@ Result<BatchNormState> prepare_kernel(const batch_norm_op<float>&, const BatchNo
   return state;
 }
 
-void run_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, BatchNormState& state,
-                CpuContext& cpu) {
+void run_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, BatchNormState& state, CpuContext& cpu) {
   const std::int64_t n = args.x.shape[0];
   const std::int64_t channels = args.x.shape[1];
   const std::int64_t s = args.x.shape[2];
@@ -127,7 +126,9 @@ void run_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, B
   });
 }
 
-Result<NoState> prepare_kernel(const layer_norm_op<float>&, const RowNormArgs<float>&, CpuContext&) { return NoState{}; }
+Result<NoState> prepare_kernel(const layer_norm_op<float>&, const RowNormArgs<float>&, CpuContext&) {
+  return NoState{};
+}
 
 void run_kernel(const layer_norm_op<float>&, const RowNormArgs<float>& args, NoState&, CpuContext& cpu) {
   const std::int64_t d = args.x.shape[1];
@@ -158,7 +159,8 @@ void run_kernel(const rms_norm_op<float>&, const RowNormArgs<float>& args, NoSta
       float* y = args.y.data + r * d;
       double squares = 0;
       for (std::int64_t i = 0; i < d; ++i) squares += static_cast<double>(x[i]) * x[i];
-      const auto scale = static_cast<float>(math::rms_norm_scale(d == 0 ? 0.0 : squares / static_cast<double>(d), args.eps));
+      const auto scale =
+          static_cast<float>(math::rms_norm_scale(d == 0 ? 0.0 : squares / static_cast<double>(d), args.eps));
       if (weight != nullptr) {
         for (std::int64_t i = 0; i < d; ++i) y[i] = x[i] * scale * weight[i];
       } else {
@@ -168,7 +170,9 @@ void run_kernel(const rms_norm_op<float>&, const RowNormArgs<float>& args, NoSta
   });
 }
 
-Result<NoState> prepare_kernel(const group_norm_op<float>&, const GroupNormArgs<float>&, CpuContext&) { return NoState{}; }
+Result<NoState> prepare_kernel(const group_norm_op<float>&, const GroupNormArgs<float>&, CpuContext&) {
+  return NoState{};
+}
 
 void run_kernel(const group_norm_op<float>&, const GroupNormArgs<float>& args, NoState&, CpuContext& cpu) {
   const std::int64_t n = args.x.shape[0];

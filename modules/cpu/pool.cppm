@@ -19,8 +19,7 @@ Result<NoState> prepare_kernel(const max_pool2d_op<float>& op, const Pool2dArgs<
 void run_kernel(const max_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state, CpuContext& cpu);
 Result<NoState> prepare_kernel(const avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, CpuContext& cpu);
 void run_kernel(const avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args,
-                               CpuContext& cpu);
+Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, CpuContext& cpu);
 void run_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state,
                 CpuContext& cpu);
 
@@ -164,8 +163,7 @@ void run_kernel(const avg_pool2d_op<float>&, const Pool2dArgs<float>& args, NoSt
         for (std::int64_t ih = rows.begin; ih < rows.end; ++ih) {
           for (std::int64_t iw = cols.begin; iw < cols.end; ++iw) sum += x[ih * p.w + iw];
         }
-        const std::int64_t divisor =
-            math::avg_pool_divisor(rows, cols, args.count_include_pad, args.divisor_override);
+        const std::int64_t divisor = math::avg_pool_divisor(rows, cols, args.count_include_pad, args.divisor_override);
         y[oh * p.wo + ow] = sum / static_cast<float>(divisor);
       }
     }

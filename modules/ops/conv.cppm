@@ -44,8 +44,14 @@ struct conv_op {
   Epilogue epilogue{};
 
   static conv_op from(const Conv1d& c, OpOutput out) {
-    return {Conv2d{c.in_channels, c.out_channels, {1, c.kernel}, {1, c.stride}, {0, c.padding}, {1, c.dilation},
-                   c.groups, c.bias},
+    return {Conv2d{c.in_channels,
+                   c.out_channels,
+                   {1, c.kernel},
+                   {1, c.stride},
+                   {0, c.padding},
+                   {1, c.dilation},
+                   c.groups,
+                   c.bias},
             1, std::move(out)};
   }
   static conv_op from(const Conv2d& c, OpOutput out) { return {c, 2, std::move(out)}; }
@@ -62,8 +68,9 @@ struct conv_op {
   }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
     const std::int64_t per_group = attrs.in_channels / attrs.groups;
-    ConcreteShape weight = spatial_dims == 1 ? ConcreteShape{attrs.out_channels, per_group, attrs.kernel.w}
-                                             : ConcreteShape{attrs.out_channels, per_group, attrs.kernel.h, attrs.kernel.w};
+    ConcreteShape weight = spatial_dims == 1
+                               ? ConcreteShape{attrs.out_channels, per_group, attrs.kernel.w}
+                               : ConcreteShape{attrs.out_channels, per_group, attrs.kernel.h, attrs.kernel.w};
     if (!attrs.bias) return {weight};
     return {weight, {attrs.out_channels}};
   }

@@ -105,8 +105,7 @@ inline std::int64_t product(const std::vector<std::int64_t>& dims) {
 
 // x, weight, bias and y of a norm over the last `d` elements of each row.
 template <FloatElement T>
-Result<RowNormArgs<T>> row_norm_args(const OpBindings& b, std::int64_t d, bool has_weight, bool has_bias,
-                                     double eps) {
+Result<RowNormArgs<T>> row_norm_args(const OpBindings& b, std::int64_t d, bool has_weight, bool has_bias, double eps) {
   auto x = input_view<const T>(b, 0);
   auto y = output_view<T>(b);
   auto weight = optional_param_view<const T>(b, 0, has_weight);
@@ -176,8 +175,8 @@ struct rms_norm_op {
   }
   Result<Args> pack_args(const OpBindings& b) const {
     const double eps = attrs.eps.value_or(static_cast<double>(std::numeric_limits<T>::epsilon()));
-    return ops_detail::row_norm_args<T>(b, ops_detail::product(attrs.normalized_shape), attrs.elementwise_affine,
-                                        false, eps);
+    return ops_detail::row_norm_args<T>(b, ops_detail::product(attrs.normalized_shape), attrs.elementwise_affine, false,
+                                        eps);
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }

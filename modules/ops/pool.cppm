@@ -40,8 +40,8 @@ Result<std::pair<TensorView<const T>, TensorView<T>>> pool_views(const OpBinding
 
 template <FloatElement T>
 struct Pool2dArgs {
-  TensorView<const T> x;  // [planes, H, W]
-  TensorView<T> y;        // [planes, Ho, Wo]
+  TensorView<const T> x;              // [planes, H, W]
+  TensorView<T> y;                    // [planes, Ho, Wo]
   Window2d window;                    // unused by adaptive pooling, whose windows follow from the sizes
   bool count_include_pad = true;      // average pooling only
   std::int64_t divisor_override = 0;  // average pooling only; 0: none
@@ -65,7 +65,7 @@ struct max_pool2d_op {
     auto views = ops_detail::pool_views<T>(b);
     if (!views) return std::move(views).error();
     const Size2 s = attrs.effective_stride();
-    const Window2d window{attrs.kernel.h, attrs.kernel.w, s.h, s.w, attrs.padding.h, attrs.padding.w,
+    const Window2d window{attrs.kernel.h,   attrs.kernel.w,  s.h, s.w, attrs.padding.h, attrs.padding.w,
                           attrs.dilation.h, attrs.dilation.w};
     return Args{views->first, views->second, window};
   }
@@ -110,9 +110,7 @@ struct adaptive_avg_pool2d_op {
   std::string_view name() const { return "adaptive_avg_pool2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"adaptive_avg_pool2d", "teeny_adaptive_avg_pool2d", ""}, std::nullopt};
-  }
+  KernelInstance kernel() const { return {{"adaptive_avg_pool2d", "teeny_adaptive_avg_pool2d", ""}, std::nullopt}; }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
