@@ -1,0 +1,129 @@
+// teeny::cpu::sgemm against OpenBLAS's cblas_sgemm on the same data, reported as GFLOP/s.
+//
+//   bench-gemm --benchmark_min_time=2
+//
+// Square 1024^3 products (A x B and A x B^T) at 1 and 2 threads, and the MLP layer shapes
+// x[M, 784] x W[512, 784]^T for M = 1 and 64, where teeny uses W pre-packed once (as a model does at
+// load time) and OpenBLAS reads W as is.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstddef>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "cpu/kernels/gemm.hpp"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace {
+
+std::vector<float> random_matrix(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+teeny::cpu::ThreadPool& pool_of(std::size_t threads) {
+  static std::unique_ptr<teeny::cpu::ThreadPool> pools[9];
+  if (!pools[threads]) pools[threads] = std::make_unique<teeny::cpu::ThreadPool>(threads);
+  return *pools[threads];
+}
+
+void set_flops(benchmark::State& state, double m, double n, double k) {
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Args: size, threads, trans_b.
+void BM_teeny_square(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto threads = static_cast<std::size_t>(state.range(1));
+  const bool trans_b = state.range(2) != 0;
+  const auto a = random_matrix(n * n, 1), b = random_matrix(n * n, 2);
+  std::vector<float> c(n * n);
+  auto& pool = pool_of(threads);
+  for (auto _ : state) {
+    teeny::cpu::sgemm({n, n, n}, a.data(), n, false, b.data(), n, trans_b, c.data(), n, {}, pool);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, n, n, n);
+  state.SetLabel(teeny::cpu::isa_name(teeny::cpu::active_isa()));
+}
+
+void BM_openblas_square(benchmark::State& state) {
+  const auto n = static_cast<int>(state.range(0));
+  const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+  openblas_set_num_threads(static_cast<int>(state.range(1)));
+  const CBLAS_TRANSPOSE tb = state.range(2) != 0 ? CblasTrans : CblasNoTrans;
+  const auto a = random_matrix(nn, 1), b = random_matrix(nn, 2);
+  std::vector<float> c(nn);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, n, n, n);
+}
+
+// Args: M, threads. y[M, 512] = x[M, 784] W[512, 784]^T + bias, then ReLU, W pre-packed.
+void BM_teeny_linear(benchmark::State& state) {
+  constexpr std::size_t n = 512, k = 784;
+  const auto m = static_cast<std::size_t>(state.range(0));
+  auto& pool = pool_of(static_cast<std::size_t>(state.range(1)));
+  const auto x = random_matrix(m * k, 3), w = random_matrix(n * k, 4), bias = random_matrix(n, 5);
+  const teeny::cpu::PackedMatrix packed = teeny::cpu::pack_b(k, n, w.data(), k, true);
+  std::vector<float> y(m * n);
+  teeny::cpu::Epilogue epi;
+  epi.bias = bias.data();
+  epi.activation = teeny::cpu::Activation::relu;
+  for (auto _ : state) {
+    teeny::cpu::sgemm({m, n, k}, x.data(), k, false, packed, y.data(), n, epi, pool);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, static_cast<double>(m), n, k);
+}
+
+// The same product without the epilogue (OpenBLAS has none).
+void BM_openblas_linear(benchmark::State& state) {
+  constexpr int n = 512, k = 784;
+  const auto m = static_cast<int>(state.range(0));
+  openblas_set_num_threads(static_cast<int>(state.range(1)));
+  const auto x = random_matrix(static_cast<std::size_t>(m) * k, 3), w = random_matrix(std::size_t{n} * k, 4);
+  std::vector<float> y(static_cast<std::size_t>(m) * n);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, m, n, k);
+}
+
+void square_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "threads", "trans_b"});
+  for (const int threads : {1, 2}) {
+    for (const int trans_b : {0, 1}) b->Args({1024, threads, trans_b});
+  }
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+void linear_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "threads"});
+  for (const int m : {1, 64}) {
+    for (const int threads : {1, 2}) b->Args({m, threads});
+  }
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_teeny_square)->Apply(square_args);
+BENCHMARK(BM_openblas_square)->Apply(square_args);
+BENCHMARK(BM_teeny_linear)->Apply(linear_args);
+BENCHMARK(BM_openblas_linear)->Apply(linear_args);
+
+}  // namespace
+
+BENCHMARK_MAIN();

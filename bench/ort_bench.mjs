@@ -1,0 +1,79 @@
+// ONNX Runtime's latency per forward for one exported benchmark model (bench/run.sh runs it
+// alongside bench-models and tools/bench_peers.py).
+//
+//   node bench/ort_bench.mjs --onnx DIR --model mlp|lenet|resnet18|tiny --batch B --threads N [--seconds S]
+//
+// Loads DIR/<model>_b<B>.onnx (written by `tools/bench_peers.py export DIR`) with onnxruntime-node
+// from build-bench/node_modules (or NODE_PATH / ORT_NODE_MODULE), session options
+// intraOpNumThreads = N, interOpNumThreads = 1, graphOptimizationLevel 'all', executionMode
+// 'sequential'; warms up, then times session.run() on one input tensor U(0, 1) for S seconds (at
+// least 20 runs) and prints one JSON line:
+//   {"runtime": "ort", "model", "batch", "threads", "p50_us", "min_us", "runs", "version"}
+// The time includes the Node.js binding's cost per call (input wrapping, output copy-out); the
+// `tiny` model (one Linear(16, 16)) measures that floor.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, arg, i, all) => (i % 2 === 0 ? [...pairs, [arg.replace(/^--/, ''), all[i + 1]]] : pairs), []),
+);
+for (const required of ['onnx', 'model', 'batch', 'threads']) {
+  if (args[required] === undefined) {
+    console.error(`usage: node ort_bench.mjs --onnx DIR --model NAME --batch B --threads N [--seconds S] (missing --${required})`);
+    process.exit(2);
+  }
+}
+const batch = Number(args.batch);
+const threads = Number(args.threads);
+const seconds = Number(args.seconds ?? 2);
+const shapes = { mlp: [1, 28, 28], lenet: [1, 28, 28], resnet18: [3, 224, 224], tiny: [16] };
+if (!shapes[args.model]) {
+  console.error(`unknown model '${args.model}' (${Object.keys(shapes).join(', ')})`);
+  process.exit(2);
+}
+
+const require = createRequire(import.meta.url);
+const modulePath = process.env.ORT_NODE_MODULE ?? path.join(here, '..', 'build-bench', 'node_modules', 'onnxruntime-node');
+let ort;
+try {
+  ort = require(modulePath);
+} catch (error) {
+  console.error(`cannot load onnxruntime-node from ${modulePath}: ${error.message}`);
+  process.exit(1);
+}
+
+const session = await ort.InferenceSession.create(path.join(args.onnx, `${args.model}_b${batch}.onnx`), {
+  intraOpNumThreads: threads,
+  interOpNumThreads: 1,
+  graphOptimizationLevel: 'all',
+  executionMode: 'sequential',
+});
+const dims = [batch, ...shapes[args.model]];
+const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
+let seed = 42;
+for (let i = 0; i < data.length; ++i) {
+  seed = (seed * 1103515245 + 12345) % 2147483648;
+  data[i] = seed / 2147483648;
+}
+const feeds = { [session.inputNames[0]]: new ort.Tensor('float32', data, dims) };
+
+const now = () => process.hrtime.bigint();
+const warmUntil = now() + BigInt(Math.round(Math.min(0.3, seconds / 4) * 1e9));
+for (let i = 0; i < 5 || now() < warmUntil; ++i) await session.run(feeds);
+
+const samples = [];
+const stopAt = now() + BigInt(Math.round(seconds * 1e9));
+while (samples.length < 20 || now() < stopAt) {
+  const start = now();
+  await session.run(feeds);
+  samples.push(Number(now() - start) / 1e3);
+}
+samples.sort((a, b) => a - b);
+console.log(JSON.stringify({
+  runtime: 'ort', model: args.model, batch, threads,
+  p50_us: samples[Math.floor(samples.length / 2)], min_us: samples[0], runs: samples.length,
+  version: ort.env.versions?.common ?? 'unknown',
+}));
+await session.release();

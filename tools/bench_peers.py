@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""teeny's peers in bench/run.sh: exports the benchmark models to ONNX, times PyTorch, and prints the table.
+
+Run with Debian's PyTorch (1.13): /usr/bin/python3, not the first python3 on PATH.
+
+  bench_peers.py export DIR
+      writes DIR/<model>_b<batch>.onnx for every benchmark config (torch.onnx.export, opset 13, fixed
+      shapes; input 'x', output 'logits'), plus DIR/tiny_b1.onnx (one Linear(16, 16)): the cost of a
+      call through a runtime's API, its floor. torch 1.13's exporter needs no `onnx` package.
+  bench_peers.py time --model M --batch B --threads N [--seconds S]
+      times PyTorch's forward (eval, torch.inference_mode(), torch.set_num_threads(N), OpenBLAS and
+      OpenMP held to N threads too), after a warm-up, and prints one JSON line:
+      {"runtime": "pytorch", "model", "batch", "threads", "p50_us", "min_us", "runs"}
+  bench_peers.py teeny-json FILE
+      turns Google Benchmark's JSON (bench-models --benchmark_format=json) into the same lines, for
+      "runtime": "teeny" (an "error" field instead of times for a skipped model).
+  bench_peers.py table FILE.jsonl
+      the medians over rounds of every (model, batch, threads, runtime) and the ratios
+      teeny/ORT and teeny/PyTorch, with the targets of the CPU issue.
+
+The models are tools/make_fixtures.py's MLP, LeNet and ResNet18 (torchvision's resnet18), random
+weights (speed does not depend on their values), inputs U(0, 1).
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+MODELS = {"mlp": (1, 28), "lenet": (1, 28), "resnet18": (3, 224), "tiny": None}  # channels, image size
+CONFIGS = [("mlp", 1), ("mlp", 64), ("lenet", 1), ("lenet", 64), ("resnet18", 1)]
+# model, batch -> teeny's latency must be at most this many times ONNX Runtime's (the CPU issue)
+TARGETS = {("mlp", 1): 1.0, ("mlp", 64): 1.0, ("lenet", 64): 1.0, ("resnet18", 1): 1.2}
+
+
+def import_torch(threads=None):
+    """torch with BLAS / OpenMP thread counts fixed before the libraries load (a fresh process each)."""
+    if threads is not None:
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(threads)
+    saved = dict(os.environ)
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import make_fixtures  # sets OMP/OPENBLAS_NUM_THREADS=1 by default: put the environment back
+    os.environ.clear()
+    os.environ.update(saved)
+    return torch, make_fixtures
+
+
+def build_model(torch, fixtures, name):
+    torch.manual_seed(0)
+    if name == "tiny":
+        return torch.nn.Linear(16, 16).eval()
+    return {"mlp": fixtures.MLP, "lenet": fixtures.LeNet, "resnet18": fixtures.ResNet18}[name]().eval()
+
+
+def example_input(torch, name, batch):
+    if name == "tiny":
+        return torch.rand(batch, 16)
+    channels, size = MODELS[name]
+    return torch.rand(batch, channels, size, size)
+
+
+def export(out_dir):
+    torch, fixtures = import_torch(1)
+    os.makedirs(out_dir, exist_ok=True)
+    for name, batch in CONFIGS + [("tiny", 1)]:
+        model = build_model(torch, fixtures, name)
+        path = os.path.join(out_dir, f"{name}_b{batch}.onnx")
+        with torch.no_grad():
+            torch.onnx.export(model, example_input(torch, name, batch), path, opset_version=13,
+                              input_names=["x"], output_names=["logits"], do_constant_folding=True)
+        print(f"exported {path} ({os.path.getsize(path) / 1e6:.2f} MB)", file=sys.stderr)
+
+
+def time_pytorch(name, batch, threads, seconds):
+    torch, fixtures = import_torch(threads)
+    torch.set_num_threads(threads)
+    model = build_model(torch, fixtures, name)
+    x = example_input(torch, name, batch)
+    samples = []
+    with torch.inference_mode():
+        warm_until = time.perf_counter() + min(0.3, seconds / 4)
+        for i in range(1000000):
+            model(x)
+            if i >= 4 and time.perf_counter() > warm_until:
+                break
+        stop_at = time.perf_counter() + seconds
+        while len(samples) < 20 or time.perf_counter() < stop_at:
+            start = time.perf_counter_ns()
+            model(x)
+            samples.append((time.perf_counter_ns() - start) / 1e3)
+    print(json.dumps({"runtime": "pytorch", "model": name, "batch": batch, "threads": threads,
+                      "p50_us": statistics.median(samples), "min_us": min(samples), "runs": len(samples),
+                      "version": torch.__version__, "num_threads": torch.get_num_threads()}))
+
+
+def teeny_json(path):
+    with open(path) as f:
+        report = json.load(f)
+    for b in report.get("benchmarks", []):
+        if b.get("run_type", "iteration") != "iteration":
+            continue
+        _, model, batch, threads = b["name"].split("/")[:4]
+        line = {"runtime": "teeny", "model": model, "batch": int(batch.split(":")[1]),
+                "threads": int(threads.split(":")[1])}
+        if b.get("error_occurred"):
+            line["error"] = b.get("error_message", "error")
+        else:
+            line.update({"p50_us": b["p50_us"], "min_us": b["min_us"], "runs": b["iterations"],
+                         "max_err_vs_pytorch": b.get("max_err_vs_pytorch")})
+        print(json.dumps(line))
+
+
+def fmt_us(us):
+    if us is None:
+        return "-"
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def table(path):
+    runs = {}  # (model, batch, threads, runtime) -> [(p50_us, min_us) per round]
+    errors = {}
+    with open(path) as f:
+        for raw in f:
+            raw = raw.strip()
+            if not raw.startswith("{"):
+                continue
+            r = json.loads(raw)
+            key = (r["model"], r["batch"], r["threads"], r["runtime"])
+            if "error" in r:
+                errors[key] = r["error"]
+            else:
+                runs.setdefault(key, []).append((r["p50_us"], r["min_us"]))
+    p50 = {k: statistics.median(x[0] for x in v) for k, v in runs.items()}
+    best = {k: statistics.median(x[1] for x in v) for k, v in runs.items()}
+    rows = sorted({k[:3] for k in list(runs) + list(errors)},
+                  key=lambda k: (list(MODELS).index(k[0]), k[1], k[2]))
+    print("latency per forward: the median over rounds of each run's median (in brackets: of each run's minimum)")
+    header = ("model", "batch", "thr", "teeny", "ORT", "PyTorch", "teeny/ORT", "teeny/PyTorch", "target", "rounds")
+    lines = [header]
+    for model, batch, threads in rows:
+        keys = [(model, batch, threads, rt) for rt in ("teeny", "ort", "pytorch")]
+        t, o, p = (p50.get(k) for k in keys)
+        bt, bo, bp = (best.get(k) for k in keys)
+        target = TARGETS.get((model, batch))
+        verdict = "-"
+        if target is not None and t is not None and o is not None:
+            verdict = f"<= {target:g}x ORT: " + ("met" if t <= target * o else "MISSED")
+        elif target is not None:
+            verdict = f"<= {target:g}x ORT: not measured"
+
+        def both(a, b):
+            return "-" if a is None else f"{fmt_us(a)} ({fmt_us(b)})"
+
+        def ratio(a, b, c, d):
+            return f"{a / b:.2f} ({c / d:.2f})" if a and b else "-"
+
+        n = len(runs.get(keys[0], []))
+        lines.append((model, str(batch), str(threads), both(t, bt), both(o, bo), both(p, bp),
+                      ratio(t, o, bt, bo), ratio(t, p, bt, bp), verdict, str(n)))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for i, line in enumerate(lines):
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    for (model, batch, threads, runtime), error in sorted(errors.items()):
+        print(f"{runtime} {model} batch {batch} threads {threads}: {error}")
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "export":
+        return export(argv[1])
+    if len(argv) >= 2 and argv[0] == "teeny-json":
+        return teeny_json(argv[1])
+    if len(argv) >= 2 and argv[0] == "table":
+        return table(argv[1])
+    if argv and argv[0] == "time":
+        opts = dict(zip(argv[1::2], argv[2::2]))
+        return time_pytorch(opts["--model"], int(opts["--batch"]), int(opts["--threads"]),
+                            float(opts.get("--seconds", "2")))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
