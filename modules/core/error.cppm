@@ -24,7 +24,7 @@ enum class Errc : std::uint8_t {
   invalid_argument,  // a bad value passed by the caller
   shape_mismatch,    // shapes that do not fit together
   dtype_mismatch,    // dtypes that do not fit together
-  unsupported,       // valid but not implemented by this backend / lowering
+  unsupported,       // valid, but outside what this backend or lowering handles
   not_found,         // a named thing (input, node, key, file) is missing
   duplicate,         // a name used twice
   cycle,             // a graph or DAG with a cycle
