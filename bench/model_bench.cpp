@@ -3,7 +3,7 @@
 //   model      input                 batches   graph
 //   mlp        [batch, 1, 28, 28]    1, 64     examples/fashion_mnist/models.hpp (784-512-512-10)
 //   lenet      [batch, 1, 28, 28]    1, 64     examples/fashion_mnist/models.hpp
-//   resnet18   [batch, 3, 224, 224]  1         resnet18() below, torchvision's ResNet-18 node by node
+//   resnet18   [batch, 3, 224, 224]  1         models::resnet18() (examples/models.hpp)
 //
 // each at 1 and 2 threads, named `teeny/<model>/batch:<B>/threads:<T>`. The weights are the
 // PyTorch fixtures of tests/fixtures/models (resnet18's are stored as BF16 and load as f32).
@@ -32,46 +32,9 @@
 
 import teeny;
 
-#include "fashion_mnist/models.hpp"
+#include "models.hpp"
 
 namespace {
-
-// torchvision.models.resnet.BasicBlock: conv3x3(stride) -> bn -> relu -> conv3x3 -> bn, plus the
-// identity (or a 1x1 strided conv + bn when the shape changes), then relu.
-teeny::Value basic_block(teeny::GraphBuilder& b, teeny::Value x, const std::string& name,
-                                       std::int64_t inplanes, std::int64_t planes, std::int64_t stride) {
-  auto out = b.conv2d(x, planes, 3, {.stride = stride, .padding = 1, .bias = false}).named(name + ".conv1");
-  out = b.relu(b.batch_norm2d(out).named(name + ".bn1"));
-  out = b.conv2d(out, planes, 3, {.padding = 1, .bias = false}).named(name + ".conv2");
-  out = b.batch_norm2d(out).named(name + ".bn2");
-  auto identity = x;
-  if (stride != 1 || inplanes != planes) {
-    identity = b.conv2d(x, planes, 1, {.stride = stride, .bias = false}).named(name + ".downsample.0");
-    identity = b.batch_norm2d(identity).named(name + ".downsample.1");
-  }
-  return b.relu(b.add(out, identity));
-}
-
-/// torchvision.models.resnet18 (tools/make_fixtures.py's ResNet18): node names are the
-/// state_dict's module paths (layer2.0.downsample.0.weight, ...).
-teeny::Result<teeny::Graph> resnet18(std::int64_t image = 224) {
-  teeny::GraphBuilder b;
-  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 3, image, image});
-  auto h = b.conv2d(x, 64, 7, {.stride = 2, .padding = 3, .bias = false}).named("conv1");
-  h = b.relu(b.batch_norm2d(h).named("bn1"));
-  h = b.max_pool2d(h, 3, {.stride = teeny::Size2(2), .padding = 1});
-  std::int64_t inplanes = 64;
-  const std::int64_t planes[] = {64, 128, 256, 512};
-  for (int layer = 0; layer < 4; ++layer) {
-    const std::string prefix = "layer" + std::to_string(layer + 1);
-    h = basic_block(b, h, prefix + ".0", inplanes, planes[layer], layer == 0 ? 1 : 2);
-    h = basic_block(b, h, prefix + ".1", planes[layer], planes[layer], 1);
-    inplanes = planes[layer];
-  }
-  h = b.flatten(b.adaptive_avg_pool2d(h, 1));
-  b.output("logits", b.linear(h, 1000).named("fc"));
-  return std::move(b).build();
-}
 
 struct ModelSpec {
   const char* name;
@@ -79,13 +42,13 @@ struct ModelSpec {
   std::int64_t channels, image, check_image;  // input [batch, channels, image, image]; the fixture's size
 };
 
-teeny::Result<teeny::Graph> mlp_graph(std::int64_t) { return fashion::mlp(); }
-teeny::Result<teeny::Graph> lenet_graph(std::int64_t) { return fashion::lenet(); }
+teeny::Result<teeny::Graph> mlp_graph(std::int64_t) { return models::mlp(); }
+teeny::Result<teeny::Graph> lenet_graph(std::int64_t) { return models::lenet(); }
 
 const ModelSpec specs[] = {
     {"mlp", mlp_graph, 1, 28, 28},
     {"lenet", lenet_graph, 1, 28, 28},
-    {"resnet18", resnet18, 3, 224, 64},
+    {"resnet18", models::resnet18, 3, 224, 64},
 };
 
 std::string fixture_path(const ModelSpec& spec) {
@@ -198,7 +161,8 @@ void run_model(benchmark::State& state, const ModelSpec& spec, std::int64_t batc
     const auto start = std::chrono::steady_clock::now();
     ok = static_cast<bool>(m.model->forward(in)) && ok;
     const auto stop = std::chrono::steady_clock::now();
-    if (samples.size() < samples.capacity()) samples.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+    if (samples.size() < samples.capacity())
+      samples.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
   }
   if (!ok) state.SkipWithError("forward failed");
   if (!samples.empty()) {
@@ -209,7 +173,8 @@ void run_model(benchmark::State& state, const ModelSpec& spec, std::int64_t batc
   state.counters["max_err_vs_pytorch"] = m.max_err;
   state.counters["batch"] = static_cast<double>(batch);
   state.counters["threads"] = static_cast<double>(threads);
-  state.counters["items_per_second"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["items_per_second"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 }  // namespace
@@ -224,9 +189,10 @@ int main(int argc, char** argv) {
     for (std::int64_t threads : {1, 2}) {
       const std::string name = std::string("teeny/") + c.spec->name + "/batch:" + std::to_string(c.batch) +
                                "/threads:" + std::to_string(threads);
-      benchmark::RegisterBenchmark(name.c_str(), [c, threads](benchmark::State& state) {
-        run_model(state, *c.spec, c.batch, threads);
-      })->Unit(benchmark::kMicrosecond)->UseRealTime();
+      benchmark::RegisterBenchmark(
+          name.c_str(), [c, threads](benchmark::State& state) { run_model(state, *c.spec, c.batch, threads); })
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
     }
   }
   benchmark::Initialize(&argc, argv);

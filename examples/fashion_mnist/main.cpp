@@ -16,7 +16,7 @@
 
 import teeny;
 
-#include "models.hpp"
+#include "models.hpp"  // examples/models.hpp
 
 namespace {
 struct Options {
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   if (shipped_weights) opt.weights = std::string(TEENY_WEIGHTS_DIR) + "/" + opt.model + ".safetensors";
 
   // 1. The graph, built like the PyTorch module.
-  auto graph = opt.model == "mlp" ? fashion::mlp() : fashion::lenet();
+  auto graph = opt.model == "mlp" ? models::mlp() : models::lenet();
   if (!graph) return fail(graph.error());
   std::printf("Fashion-MNIST %s, built with teeny's GraphBuilder\n\n%s\n", opt.model.c_str(), graph->summary().c_str());
 

@@ -16,66 +16,19 @@
 
 import teeny;
 
+#include "models.hpp"
 #include "support/allocation_counter.hpp"
 #include "support/fixtures.hpp"
 
 namespace {
-using teeny::GraphBuilder;
-using teeny::Value;
 
-/// tools/make_fixtures.py's LeNet: conv1 -> relu -> max_pool2d(2) -> conv2 -> relu -> max_pool2d(2)
-/// -> flatten -> fc1 -> relu -> fc2 -> relu -> fc3.
-teeny::Graph lenet() {
-  GraphBuilder b;
-  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 1, 28, 28});
-  auto h = b.max_pool2d(b.relu(b.conv2d(x, 8, 5, {.padding = 2}).named("conv1")), 2);
-  h = b.max_pool2d(b.relu(b.conv2d(h, 16, 5).named("conv2")), 2);
-  h = b.relu(b.linear(b.flatten(h), 120).named("fc1"));
-  h = b.relu(b.linear(h, 84).named("fc2"));
-  b.output("logits", b.linear(h, 10).named("fc3"));
-  auto graph = std::move(b).build();
+// The graph, or the test stops with the builder's error.
+teeny::Graph built(teeny::Result<teeny::Graph> graph) {
   REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
   return std::move(*graph);
 }
-
-/// torchvision's BasicBlock: conv1 (3x3, stride) -> bn1 -> relu -> conv2 -> bn2, plus the identity
-/// or downsample.0 (1x1 conv, stride) -> downsample.1 (bn), then relu.
-Value basic_block(GraphBuilder& b, Value x, const std::string& name, std::int64_t inplanes, std::int64_t planes,
-                  std::int64_t stride) {
-  auto out = b.conv2d(x, planes, 3, {.stride = stride, .padding = 1, .bias = false}).named(name + ".conv1");
-  out = b.relu(b.batch_norm2d(out).named(name + ".bn1"));
-  out = b.conv2d(out, planes, 3, {.padding = 1, .bias = false}).named(name + ".conv2");
-  out = b.batch_norm2d(out).named(name + ".bn2");
-  Value identity = x;
-  if (stride != 1 || inplanes != planes) {
-    identity = b.conv2d(x, planes, 1, {.stride = stride, .bias = false}).named(name + ".downsample.0");
-    identity = b.batch_norm2d(identity).named(name + ".downsample.1");
-  }
-  return b.relu(b.add(out, identity));
-}
-
-/// tools/make_fixtures.py's ResNet18 (torchvision's architecture and state_dict keys).
-teeny::Graph resnet18() {
-  GraphBuilder b;
-  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 3, 64, 64});
-  auto h = b.conv2d(x, 64, 7, {.stride = 2, .padding = 3, .bias = false}).named("conv1");
-  h = b.relu(b.batch_norm2d(h).named("bn1")).named("relu");
-  h = b.max_pool2d(h, 3, {.stride = 2, .padding = 1}).named("maxpool");
-  const std::int64_t widths[] = {64, 128, 256, 512};
-  std::int64_t inplanes = 64;
-  for (int layer = 0; layer < 4; ++layer) {
-    const std::string prefix = "layer" + std::to_string(layer + 1);
-    const std::int64_t planes = widths[layer];
-    h = basic_block(b, h, prefix + ".0", inplanes, planes, layer == 0 ? 1 : 2);
-    h = basic_block(b, h, prefix + ".1", planes, planes, 1);
-    inplanes = planes;
-  }
-  h = b.flatten(b.adaptive_avg_pool2d(h, 1).named("avgpool"));
-  b.output("logits", b.linear(h, 1000).named("fc"));
-  auto graph = std::move(b).build();
-  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
-  return std::move(*graph);
-}
+teeny::Graph lenet() { return built(models::lenet()); }
+teeny::Graph resnet18() { return built(models::resnet18(64)); }  // the fixture's 64x64 input
 
 struct ModelFixture {
   teeny::SafetensorsFile file;

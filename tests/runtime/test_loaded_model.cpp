@@ -14,18 +14,14 @@
 
 import teeny;
 
+#include "models.hpp"
 #include "support/allocation_counter.hpp"
 #include "support/fixtures.hpp"
 
 namespace {
-// The MLP exactly like the PyTorch module: flatten -> fc1 -> relu -> fc2 -> relu -> fc3.
+// The MLP of examples/models.hpp (flatten -> fc1 -> relu -> fc2 -> relu -> fc3).
 teeny::Graph mlp() {
-  teeny::GraphBuilder b;
-  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 1, 28, 28});
-  auto h = b.relu(b.linear(b.flatten(x), 512).named("fc1"));
-  h = b.relu(b.linear(h, 512).named("fc2"));
-  b.output("logits", b.linear(h, 10).named("fc3"));
-  auto graph = std::move(b).build();
+  auto graph = models::mlp();
   REQUIRE(graph);
   return std::move(*graph);
 }
