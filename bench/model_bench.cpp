@@ -16,6 +16,9 @@
 // run through a second model loaded from the same graph), so the graph timed is checked to be the
 // PyTorch model. A model the CPU backend cannot lower or load reports "skipped: <the error>".
 // bench/run.sh runs these against ONNX Runtime and PyTorch, interleaved.
+//
+// TEENY_BENCH_PROFILE=N (N > 0) also runs N profiled forwards after each benchmark and prints
+// every step's share of the time to stderr (LoadedModel::set_profiling / profile()).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <span>
@@ -144,6 +148,23 @@ Loaded& loaded(const ModelSpec& spec, std::int64_t batch, std::int64_t threads) 
   return current;
 }
 
+// Runs `forwards` profiled forwards and prints each step's mean time and share, in plan order.
+void print_profile(teeny::CpuModel& model, std::span<const teeny::TensorRef> in, int forwards, const std::string& key) {
+  model.set_profiling(true);
+  for (int i = 0; i < forwards; ++i) (void)model.forward(in);
+  const auto steps = model.profile();
+  double total = 0;
+  for (const auto& s : steps) total += static_cast<double>(s.nanoseconds);
+  std::fprintf(stderr, "profile of %s: %.1f us per forward over %d forwards\n", key.c_str(), total / 1e3 / forwards,
+               forwards);
+  for (const auto& s : steps) {
+    const double us = static_cast<double>(s.nanoseconds) / 1e3 / forwards;
+    std::fprintf(stderr, "  %9.1f us %5.1f%%  %-24s %s\n", us, 100.0 * static_cast<double>(s.nanoseconds) / total,
+                 s.op.c_str(), s.node.c_str());
+  }
+  model.set_profiling(false);
+}
+
 void run_model(benchmark::State& state, const ModelSpec& spec, std::int64_t batch, std::int64_t threads) {
   Loaded& m = loaded(spec, batch, threads);
   if (!m.model) {
@@ -165,6 +186,9 @@ void run_model(benchmark::State& state, const ModelSpec& spec, std::int64_t batc
       samples.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
   }
   if (!ok) state.SkipWithError("forward failed");
+  if (const char* env = std::getenv("TEENY_BENCH_PROFILE"); env != nullptr && std::atoi(env) > 0) {
+    print_profile(*m.model, in, std::atoi(env), m.key);
+  }
   if (!samples.empty()) {
     std::sort(samples.begin(), samples.end());
     state.counters["p50_us"] = samples[samples.size() / 2];

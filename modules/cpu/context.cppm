@@ -16,9 +16,20 @@ export module teeny.cpu:context;
 
 export namespace teeny {
 
+/// How convolutions make their GEMM's im2col operand (see teeny.cpu:conv). 1x1 stride-1 unpadded
+/// and depthwise convolutions have paths of their own and ignore it.
+enum class ConvAlgorithm : std::uint8_t {
+  automatic,   // per layer, whichever of the three below is estimated cheapest for its shape
+  implicit,    // windows of the zero-padded input read in place: no im2col matrix
+  im2col,      // the im2col matrix written out
+  transposed,  // im2col, with output pixels as the GEMM's rows (few pixels, many channels)
+};
+
 struct CpuOptions {
   /// Threads that run kernels, the caller included (1: everything on the calling thread).
   std::size_t threads = 1;
+  /// Convolution algorithm; automatic is best but for measurements and tests.
+  ConvAlgorithm conv = ConvAlgorithm::automatic;
 };
 
 class CpuContext {

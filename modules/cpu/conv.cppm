@@ -1,9 +1,17 @@
-// teeny.cpu:conv — CPU kernel of conv_op. Each (image, group) is one GEMM on the packed SGEMM:
-// Y[O/g, Ho*Wo] = W_g[O/g, C/g*kh*kw] * columns[C/g*kh*kw, Ho*Wo] with bias (per row) and the
-// activation in its epilogue. W_g is packed once, at load; the columns are the input itself for a
-// 1x1 stride-1 unpadded convolution and its im2col otherwise, written into per-worker scratch that
-// persists. Depthwise convolutions (one input channel per group) run directly: their GEMMs would
-// be mostly packing.
+// teeny.cpu:conv — CPU kernel of conv_op. Each (image, group) is one GEMM on the packed SGEMM,
+// Y[O/g, Ho*Wo] = W_g[O/g, C/g*kh*kw] * columns[C/g*kh*kw, Ho*Wo], with bias and activation in its
+// epilogue and W_g packed once, at load. The columns (the im2col matrix) are made in one of four
+// ways, whichever costs least for the layer's shape (choose_columns):
+//  - input: a 1x1, stride-1, unpadded convolution reads its input as it is;
+//  - implicit: the input is copied once into zero-padded "phase planes" (one per stride phase), in
+//    which every im2col row is a contiguous window; the GEMM reads those windows directly
+//    (cpu::RowTable) and computes each output row as wide as a phase plane, cut to Wo afterwards;
+//  - im2col: the K x Ho*Wo matrix written out;
+//  - transposed: Y^T = columns^T * W_g^T, output pixels as the GEMM's rows, for layers with few
+//    pixels and many channels (7x7 and 14x14 maps), where the pixel count fits the register tile
+//    better as rows than as columns.
+// Depthwise convolutions (one input channel per group) run directly: their GEMMs would be mostly
+// packing.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -23,17 +31,26 @@ import :elementwise;
 
 export namespace teeny {
 
+/// The zero-padded input of an implicit-GEMM convolution, split by stride phase: plane (c, a, b)
+/// holds padded-input rows a, a + sh, a + 2sh, ... and, of those, columns b, b + sw, ... Tap
+/// (i, j) of output (oh, ow) is then element (oh + i*dh/sh, ow + j*dw/sw) of plane
+/// (c, i*dh % sh, j*dw % sw): each im2col row is one contiguous window of a plane.
+struct PhasePlanes {
+  std::int64_t sh = 1, sw = 1;     // strides: phases per dim
+  std::int64_t qh = 0, qw = 0;     // rows and columns of a plane
+  std::vector<std::int64_t> slot;  // per phase a * sw + b: its plane's index, or -1 when no tap reads it
+  std::int64_t used = 0;           // phases read by some tap
+  std::int64_t floats = 0;         // cg * used planes, plus a row of slack for the last windows
+};
+
 struct ConvState {
-  /// How the GEMM's B operand (the columns) is made from an image's group.
-  enum class Columns : std::uint8_t {
-    input,   // the input as it is: a 1x1, stride-1, unpadded convolution
-    im2col,  // the K x Ho*Wo im2col matrix
-    wide,    // stride 1, unpadded along W: K x Ho*W, output rows computed W wide and then cut to Wo,
-             // so that each im2col row is one contiguous copy instead of Ho short ones
-  };
-  std::vector<cpu::PackedMatrix> weights;  // per group: W_g as the GEMM's A operand
+  /// How the GEMM's im2col operand is made from an image's group (see the top of this file).
+  enum class Columns : std::uint8_t { input, implicit, im2col, transposed };
+  std::vector<cpu::PackedMatrix> weights;  // per group: W_g as the A operand (W_g^T as B: transposed)
   Columns columns = Columns::im2col;
-  bool depthwise = false;  // one input channel per group: the direct kernel
+  bool depthwise = false;                   // one input channel per group: the direct kernel
+  PhasePlanes phases;                       // implicit
+  std::vector<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
 };
 
 Result<ConvState> prepare_kernel(const conv_op<float>& op, const ConvArgs<float>& args, CpuContext& cpu);
@@ -157,30 +174,37 @@ void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols,
   }
 }
 
-// Rows [row_begin, row_end) of the K x Ho*W "wide" im2col matrix of a stride-1 convolution
-// unpadded along W: row (c, i, j), column (oh, ow) holds x[c, oh - ph + i*dh, ow + j*dw] for
-// ow < Wo, and whatever follows in the plane for the Wo <= ow < W that are cut off afterwards.
-void im2col_wide(const float* x, const Geometry& g, const Window2d& win, float* cols, std::int64_t row_begin,
-                 std::int64_t row_end) {
-  const std::int64_t khw = win.kernel_h * win.kernel_w;
-  const std::int64_t width = g.ho * g.w;
-  for (std::int64_t r = row_begin; r < row_end; ++r) {
-    const std::int64_t c = r / khw;
-    const std::int64_t i = (r / win.kernel_w) % win.kernel_h;
-    const std::int64_t j = r % win.kernel_w;
-    const float* plane = x + c * g.h * g.w;
-    const std::int64_t ih0 = i * win.dilation_h - win.pad_h;
-    const std::int64_t iw0 = j * win.dilation_w;
-    const auto [oh_lo, oh_hi] = inside(ih0, win.stride_h, g.h, g.ho);
-    float* dst = cols + r * width;
-    zero(dst, oh_lo * g.w);
-    zero(dst + oh_hi * g.w, (g.ho - oh_hi) * g.w);
-    if (oh_lo >= oh_hi) continue;
-    // Consecutive input rows: one copy, stopping iw0 short of the plane's end (cut-off columns).
-    const std::int64_t first = oh_lo * g.w;
-    const std::int64_t last = oh_hi * g.w - iw0;
-    std::memcpy(dst + first, plane + ih0 * g.w + iw0 + first, static_cast<std::size_t>(last - first) * sizeof(float));
-    zero(dst + last, iw0);
+// Channels [c_begin, c_end) of the phase planes of one image's group (`x`: its first channel).
+void fill_phases(const float* x, const Geometry& g, const Window2d& win, const PhasePlanes& ph, float* planes,
+                 std::int64_t c_begin, std::int64_t c_end) {
+  const std::int64_t plane = ph.qh * ph.qw;
+  for (std::int64_t c = c_begin; c < c_end; ++c) {
+    const float* in = x + c * g.h * g.w;
+    for (std::int64_t a = 0; a < ph.sh; ++a) {
+      for (std::int64_t b = 0; b < ph.sw; ++b) {
+        const std::int64_t slot = ph.slot[static_cast<std::size_t>(a * ph.sw + b)];
+        if (slot < 0) continue;
+        float* q = planes + (c * ph.used + slot) * plane;
+        // Plane row r is input row r * sh + a - ph; column t is input column t * sw + b - pw.
+        const auto [r_lo, r_hi] = inside(a - win.pad_h, ph.sh, g.h, ph.qh);
+        const auto [t_lo, t_hi] = inside(b - win.pad_w, ph.sw, g.w, ph.qw);
+        zero(q, r_lo * ph.qw);
+        zero(q + r_hi * ph.qw, (ph.qh - r_hi) * ph.qw);
+        for (std::int64_t r = r_lo; r < r_hi; ++r) {
+          float* __restrict dst = q + r * ph.qw;
+          const float* __restrict row = in + (r * ph.sh + a - win.pad_h) * g.w + b - win.pad_w;
+          zero(dst, t_lo);
+          if (ph.sw == 1 && t_hi - t_lo >= 32) {
+            std::memcpy(dst + t_lo, row + t_lo, static_cast<std::size_t>(t_hi - t_lo) * sizeof(float));
+          } else if (ph.sw == 1) {
+            copy_short(dst + t_lo, row + t_lo, t_hi - t_lo);
+          } else {
+            for (std::int64_t t = t_lo; t < t_hi; ++t) dst[t] = row[t * ph.sw];
+          }
+          zero(dst + t_hi, ph.qw - t_hi);
+        }
+      }
+    }
   }
 }
 
@@ -202,6 +226,109 @@ void depthwise_plane(const float* x, const float* w, float bias, float* y, const
     }
   }
 }
+
+// The phase planes of an implicit-GEMM convolution and each im2col row's window in them.
+void plan_phases(const Geometry& g, const Window2d& win, ConvState& state) {
+  PhasePlanes& ph = state.phases;
+  ph.sh = win.stride_h;
+  ph.sw = win.stride_w;
+  ph.qh = (g.h + 2 * win.pad_h + ph.sh - 1) / ph.sh;
+  ph.qw = (g.w + 2 * win.pad_w + ph.sw - 1) / ph.sw;
+  ph.slot.assign(static_cast<std::size_t>(ph.sh * ph.sw), -1);
+  ph.used = 0;
+  for (std::int64_t i = 0; i < win.kernel_h; ++i) {
+    for (std::int64_t j = 0; j < win.kernel_w; ++j) {
+      auto& slot = ph.slot[static_cast<std::size_t>((i * win.dilation_h % ph.sh) * ph.sw + j * win.dilation_w % ph.sw)];
+      if (slot < 0) slot = ph.used++;
+    }
+  }
+  // A window runs Ho * qw floats from its start, up to qw - 1 past the last plane's end.
+  ph.floats = g.cg * ph.used * ph.qh * ph.qw + ph.qw;
+  const std::int64_t khw = win.kernel_h * win.kernel_w;
+  state.row_offsets.resize(static_cast<std::size_t>(g.k));
+  for (std::int64_t r = 0; r < g.k; ++r) {
+    const std::int64_t c = r / khw;
+    const std::int64_t di = (r / win.kernel_w) % win.kernel_h * win.dilation_h;
+    const std::int64_t dj = r % win.kernel_w * win.dilation_w;
+    const std::int64_t slot = ph.slot[static_cast<std::size_t>((di % ph.sh) * ph.sw + dj % ph.sw)];
+    state.row_offsets[static_cast<std::size_t>(r)] =
+        (c * ph.used + slot) * ph.qh * ph.qw + di / ph.sh * ph.qw + dj / ph.sw;
+  }
+}
+
+// Estimated cycles of an M x N x K GEMM on the register tile `t`: a partial tile costs about as
+// much as a full one (a narrow column edge half, a few rows a third).
+double gemm_cycles(std::int64_t m, std::int64_t n, std::int64_t k, cpu::GemmTile t) {
+  const auto mr = static_cast<std::int64_t>(t.mr);
+  const auto nr = static_cast<std::int64_t>(t.nr);
+  const double rows =
+      static_cast<double>(m / mr) +
+      (m % mr == 0 ? 0.0 : static_cast<double>(std::max(m % mr, (mr + 2) / 3)) / static_cast<double>(mr));
+  const double cols = static_cast<double>(n / nr) + (n % nr == 0 ? 0.0 : n % nr <= nr / 2 ? 0.5 : 1.0);
+  // Two fused multiply-adds of 16 lanes per cycle.
+  return rows * cols * static_cast<double>(k) * static_cast<double>(mr * nr) / 32.0;
+}
+
+// The cheapest way to make the columns of a convolution that is not a plain 1x1 one, by the
+// GEMM's tile cost plus about a cycle and a half per float written out and read back (im2col),
+// half a cycle per float packed from the phase planes (none where the kernels read them in
+// place), and a cycle per float of other copies.
+ConvState::Columns choose_columns(const Geometry& g, const ConvState& implicit, ConvAlgorithm algorithm) {
+  using Columns = ConvState::Columns;
+  switch (algorithm) {
+    case ConvAlgorithm::automatic: break;
+    case ConvAlgorithm::implicit: return Columns::implicit;
+    case ConvAlgorithm::im2col: return Columns::im2col;
+    case ConvAlgorithm::transposed: return Columns::transposed;
+  }
+  const cpu::GemmTile tile = cpu::gemm_tile();
+  const auto kp = static_cast<double>(g.k * g.p);
+  const std::int64_t wide = g.ho * implicit.phases.qw;
+  const bool cut = implicit.phases.qw != g.wo;
+  const double costs[] = {
+      gemm_cycles(g.og, wide, g.k, tile) + (tile.rows_in_place ? 0.0 : 0.5) * static_cast<double>(g.k * wide) +
+          static_cast<double>(implicit.phases.floats) + (cut ? static_cast<double>(g.og * wide) : 0.0),
+      gemm_cycles(g.og, g.p, g.k, tile) + 1.5 * kp,
+      gemm_cycles(g.p, g.og, g.k, tile) + 1.5 * kp + static_cast<double>(g.og * g.p),
+  };
+  const Columns choices[] = {Columns::implicit, Columns::im2col, Columns::transposed};
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < 3; ++i) {
+    if (costs[i] < costs[best]) best = i;
+  }
+  return choices[best];
+}
+
+// Floats of per-worker scratch: the columns (phase planes or im2col matrix), then the GEMM's
+// result where it cannot go straight to the output (wide rows to cut, or transposed).
+struct ScratchLayout {
+  std::int64_t columns = 0;
+  std::int64_t result = 0;  // offset of the result area; 0 when the GEMM writes the output directly
+  std::int64_t total = 0;
+};
+
+ScratchLayout scratch_layout(const Geometry& g, const ConvState& state) {
+  using Columns = ConvState::Columns;
+  ScratchLayout l;
+  std::int64_t result = 0;
+  switch (state.columns) {
+    case Columns::input: break;
+    case Columns::implicit:
+      l.columns = state.phases.floats;
+      if (state.phases.qw != g.wo) result = g.og * g.ho * state.phases.qw;
+      break;
+    case Columns::im2col: l.columns = g.k * g.p; break;
+    case Columns::transposed:
+      l.columns = g.k * g.p;
+      result = g.p * g.og;
+      break;
+  }
+  const std::int64_t columns_end = (l.columns + 15) / 16 * 16;  // the result starts 64-byte aligned
+  l.result = result != 0 ? columns_end : 0;
+  l.total = columns_end + result;
+  return l;
+}
+
 }  // namespace
 
 Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& args, CpuContext& cpu) {
@@ -214,27 +341,33 @@ Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& a
   if (win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_h == 0 &&
       win.pad_w == 0) {
     state.columns = Columns::input;
-  } else if (win.stride_h == 1 && win.stride_w == 1 && win.pad_w == 0 && g.wo < g.w) {
-    state.columns = Columns::wide;
+  } else {
+    plan_phases(g, win, state);
+    state.columns = choose_columns(g, state, cpu.options().conv);
+    if (state.columns != Columns::implicit) {
+      state.row_offsets.clear();
+      state.phases = {};
+    }
   }
   const auto og = static_cast<std::size_t>(g.og);
   const auto k = static_cast<std::size_t>(g.k);
+  const bool transposed = state.columns == Columns::transposed;
   for (std::int64_t group = 0; group < g.groups; ++group) {
-    state.weights.push_back(cpu::pack_a(og, k, args.weight.data + group * g.og * g.k, k, false));
+    const float* w = args.weight.data + group * g.og * g.k;
+    state.weights.push_back(transposed ? cpu::pack_b(k, og, w, k, true) : cpu::pack_a(og, k, w, k, false));
     if (!state.weights.back().ok() && og * k != 0) {
       return fail(Errc::out_of_memory, "cannot pack the ", g.og, "x", g.k, " weight of group ", group);
     }
   }
-  // Scratch per worker: the columns, and for wide columns the wide output they make.
-  const std::int64_t width = state.columns == Columns::wide ? g.ho * g.w : g.p;
-  const std::int64_t floats = state.columns == Columns::input  ? 0
-                              : state.columns == Columns::wide ? (g.k + g.og) * width
-                                                               : g.k * width;
-  if (!cpu.reserve_scratch(static_cast<std::size_t>(floats) * sizeof(float))) {
-    return fail(Errc::out_of_memory, "cannot allocate the ", g.k, "x", width, " im2col buffers");
+  const ScratchLayout scratch = scratch_layout(g, state);
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(scratch.total) * sizeof(float))) {
+    return fail(Errc::out_of_memory, "cannot allocate ", scratch.total, " floats of convolution scratch");
   }
   // Any worker may run any of the GEMMs: size every worker's GEMM workspace now.
-  if (!cpu.reserve_gemm_workspace(cpu::gemm_workspace_bytes({og, static_cast<std::size_t>(width), k}, true, false))) {
+  const std::int64_t width = state.columns == Columns::implicit ? g.ho * state.phases.qw : g.p;
+  const cpu::GemmShape shape = transposed ? cpu::GemmShape{static_cast<std::size_t>(g.p), og, k}
+                                          : cpu::GemmShape{og, static_cast<std::size_t>(width), k};
+  if (!cpu.reserve_gemm_workspace(cpu::gemm_workspace_bytes(shape, !transposed, transposed))) {
     return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
   }
   return state;
@@ -263,34 +396,62 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
     return;
   }
 
+  const Columns mode = state.columns;
   cpu::Epilogue epilogue;
-  epilogue.bias_axis = cpu::BiasAxis::row;
+  epilogue.bias_axis = mode == Columns::transposed ? cpu::BiasAxis::column : cpu::BiasAxis::row;
   const bool fused = gemm_activation(args.epilogue, epilogue.activation);
   epilogue.slope = args.epilogue.params.alpha;
-  const bool wide = state.columns == Columns::wide;
-  const std::int64_t width = wide ? g.ho * g.w : g.p;  // columns of B and of the GEMM's output
+  const ScratchLayout layout = scratch_layout(g, state);
+  const std::int64_t qw = state.phases.qw;
+  const std::int64_t wide = g.ho * qw;  // implicit: columns of the GEMM's result
+  // Task t is image t / groups, group t % groups.
   auto input = [&](std::int64_t t) { return x + ((t / g.groups) * g.c + (t % g.groups) * g.cg) * g.h * g.w; };
   auto output = [&](std::int64_t t) { return y + ((t / g.groups) * g.o + (t % g.groups) * g.og) * g.p; };
-  auto columns = [&](const float* in, float* cols, std::int64_t begin, std::int64_t end) {
-    if (wide) {
-      im2col_wide(in, g, win, cols, begin, end);
+  // Makes task t's columns in `cols`: units [begin, end) of columns_units (channels of the phase
+  // planes, or rows of the im2col matrix).
+  const std::int64_t columns_units = mode == Columns::implicit ? g.cg : g.k;
+  const std::int64_t unit_cost = mode == Columns::implicit ? state.phases.used * state.phases.qh * qw : g.p;
+  auto make_columns = [&](std::int64_t t, float* cols, std::int64_t begin, std::int64_t end) {
+    if (mode == Columns::implicit) {
+      fill_phases(input(t), g, win, state.phases, cols, begin, end);
+      if (end == g.cg) zero(cols + state.phases.floats - qw, qw);  // the slack the last windows read
     } else {
-      im2col(in, g, win, cols, begin, end);
+      im2col(input(t), g, win, cols, begin, end);
     }
   };
-  // C = W_g * B for task t's group, into `c` (row stride `width`).
-  auto gemm = [&](std::int64_t t, const float* b, float* c) {
+  // Runs task t's GEMM; its result goes to the output, or to `result` for finish() to place.
+  auto gemm = [&](std::int64_t t, const float* cols, float* result) {
     const std::int64_t group = t % g.groups;
     cpu::Epilogue e = epilogue;
     e.bias = bias != nullptr ? bias + group * g.og : nullptr;
-    const auto n = static_cast<std::size_t>(width);
-    cpu::sgemm({static_cast<std::size_t>(g.og), n, static_cast<std::size_t>(g.k)},
-               state.weights[static_cast<std::size_t>(group)], b, n, false, c, n, e, pool);
+    const cpu::PackedMatrix& w = state.weights[static_cast<std::size_t>(group)];
+    const auto og = static_cast<std::size_t>(g.og);
+    const auto k = static_cast<std::size_t>(g.k);
+    const auto p = static_cast<std::size_t>(g.p);
+    switch (mode) {
+      case Columns::input: cpu::sgemm({og, p, k}, w, input(t), p, false, output(t), p, e, pool); break;
+      case Columns::im2col: cpu::sgemm({og, p, k}, w, cols, p, false, output(t), p, e, pool); break;
+      case Columns::implicit: {
+        const auto n = static_cast<std::size_t>(wide);
+        float* c = result != nullptr ? result : output(t);
+        cpu::sgemm({og, n, k}, w, cpu::RowTable{cols, state.row_offsets.data()}, c, n, e, pool);
+        break;
+      }
+      case Columns::transposed: cpu::sgemm({p, og, k}, cols, p, true, w, result, og, e, pool); break;
+    }
   };
-  // Output rows [begin, end) of a wide GEMM result, cut from W to Wo columns.
-  auto cut = [&](const float* c, float* out, std::int64_t begin, std::int64_t end) {
-    for (std::int64_t row = begin; row < end; ++row) {
-      std::memcpy(out + row * g.wo, c + row * g.w, static_cast<std::size_t>(g.wo) * sizeof(float));
+  // Output channels [begin, end) of task t from its GEMM result: wide rows cut to Wo, or the
+  // pixels x channels result transposed.
+  auto finish = [&](std::int64_t t, const float* result, std::int64_t begin, std::int64_t end) {
+    float* out = output(t);
+    if (mode == Columns::transposed) {
+      for (std::int64_t o = begin; o < end; ++o) {
+        for (std::int64_t i = 0; i < g.p; ++i) out[o * g.p + i] = result[i * g.og + o];
+      }
+      return;
+    }
+    for (std::int64_t row = begin * g.ho; row < end * g.ho; ++row) {
+      std::memcpy(out + row * g.wo, result + row * qw, static_cast<std::size_t>(g.wo) * sizeof(float));
     }
   };
 
@@ -300,32 +461,25 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
     // Enough GEMMs to go round: one task each, on one thread (the nested GEMM runs inline).
     pool.parallel_for(static_cast<std::size_t>(tasks), [&](std::size_t task, std::size_t worker) {
       const auto t = static_cast<std::int64_t>(task);
-      if (state.columns == Columns::input) return gemm(t, input(t), output(t));
       float* cols = cpu.scratch(worker);
-      columns(input(t), cols, 0, g.k);
-      if (!wide) return gemm(t, cols, output(t));
-      float* c = cols + g.k * width;
-      gemm(t, cols, c);
-      cut(c, output(t), 0, g.og * g.ho);
+      float* result = layout.result != 0 ? cols + layout.result : nullptr;
+      if (mode != Columns::input) make_columns(t, cols, 0, columns_units);
+      gemm(t, cols, result);
+      if (result != nullptr) finish(t, result, 0, g.og);
     });
   } else {
     // Few GEMMs (batch 1): each spreads over the threads itself, and so do its copies.
+    float* cols = cpu.scratch(0);
+    float* result = layout.result != 0 ? cols + layout.result : nullptr;
     for (std::int64_t t = 0; t < tasks; ++t) {
-      if (state.columns == Columns::input) {
-        gemm(t, input(t), output(t));
-        continue;
+      if (mode != Columns::input) {
+        parallel_chunks(cpu, columns_units, unit_cost,
+                        [&](std::int64_t begin, std::int64_t end) { make_columns(t, cols, begin, end); });
       }
-      float* cols = cpu.scratch(0);
-      parallel_chunks(cpu, g.k, width,
-                      [&](std::int64_t begin, std::int64_t end) { columns(input(t), cols, begin, end); });
-      if (!wide) {
-        gemm(t, cols, output(t));
-        continue;
+      gemm(t, cols, result);
+      if (result != nullptr) {
+        parallel_chunks(cpu, g.og, g.p, [&](std::int64_t begin, std::int64_t end) { finish(t, result, begin, end); });
       }
-      float* c = cols + g.k * width;
-      gemm(t, cols, c);
-      parallel_chunks(cpu, g.og * g.ho, g.wo,
-                      [&](std::int64_t begin, std::int64_t end) { cut(c, output(t), begin, end); });
     }
   }
   if (!fused) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);

@@ -57,6 +57,36 @@ void with_unary(UnaryFn fn, Body&& body) {
   }
 }
 
+template <class Body>
+void with_binary(BinaryFn fn, Body&& body) {
+  switch (fn) {
+    case BinaryFn::add: return body.template operator()<BinaryFn::add>();
+    case BinaryFn::sub: return body.template operator()<BinaryFn::sub>();
+    case BinaryFn::mul: return body.template operator()<BinaryFn::mul>();
+    case BinaryFn::div: return body.template operator()<BinaryFn::div>();
+    case BinaryFn::pow: return body.template operator()<BinaryFn::pow>();
+    case BinaryFn::maximum: return body.template operator()<BinaryFn::maximum>();
+    case BinaryFn::minimum: return body.template operator()<BinaryFn::minimum>();
+  }
+}
+
+// y[j] = F(a[j * sa], b[j * sb]) for j < n; the unit-stride and broadcast (stride 0) cases get
+// loops of their own so that they vectorise.
+template <BinaryFn F>
+void binary_row(const float* a, std::int64_t sa, const float* b, std::int64_t sb, float* y, std::int64_t n) {
+  if (sa == 1 && sb == 1) {
+    for (std::int64_t j = 0; j < n; ++j) y[j] = math::apply_binary(F, a[j], b[j]);
+  } else if (sa == 1 && sb == 0) {
+    const float bv = *b;
+    for (std::int64_t j = 0; j < n; ++j) y[j] = math::apply_binary(F, a[j], bv);
+  } else if (sa == 0 && sb == 1) {
+    const float av = *a;
+    for (std::int64_t j = 0; j < n; ++j) y[j] = math::apply_binary(F, av, b[j]);
+  } else {
+    for (std::int64_t j = 0; j < n; ++j) y[j] = math::apply_binary(F, a[j * sa], b[j * sb]);
+  }
+}
+
 void unary_map(const float* x, float* y, std::int64_t n, UnaryFn fn, UnaryParams params, CpuContext& cpu) {
   const auto tasks = static_cast<std::size_t>((n + chunk - 1) / chunk);
   with_unary(fn, [&]<UnaryFn F>() {
@@ -103,31 +133,40 @@ void run_kernel(const binary_op<float>&, const BinaryArgs<float>& args, NoState&
   // of work: each task finds its rows' starting offsets in a and b, then runs along the row.
   const ConcreteShape& shape = args.y.shape;
   const std::size_t rank = shape.rank();
-  const std::int64_t inner = rank == 0 ? 1 : shape[rank - 1];
-  const std::int64_t rows = inner == 0 ? 0 : shape.numel() / inner;
-  const std::int64_t sa = rank == 0 ? 0 : args.a.strides[rank - 1];
-  const std::int64_t sb = rank == 0 ? 0 : args.b.strides[rank - 1];
-  const std::int64_t rows_per_task = std::max<std::int64_t>(1, chunk / std::max<std::int64_t>(inner, 1));
-  const auto tasks = static_cast<std::size_t>((rows + rows_per_task - 1) / rows_per_task);
-  const BinaryFn fn = args.fn;
-  cpu.pool().parallel_for(tasks, [&](std::size_t task) {
-    const std::int64_t first = static_cast<std::int64_t>(task) * rows_per_task;
-    const std::int64_t last = std::min(rows, first + rows_per_task);
-    for (std::int64_t row = first; row < last; ++row) {
-      std::int64_t rest = row;
-      std::int64_t oa = 0;
-      std::int64_t ob = 0;
-      for (std::size_t d = rank - 1; d-- > 0;) {
-        const std::int64_t coordinate = rest % shape[d];
-        rest /= shape[d];
-        oa += coordinate * args.a.strides[d];
-        ob += coordinate * args.b.strides[d];
+  const std::int64_t numel = shape.numel();
+  // Both operands as contiguous as y (a residual add): one flat loop.
+  const bool flat = args.a.is_contiguous() && args.b.is_contiguous() && args.a.shape == shape && args.b.shape == shape;
+  const std::int64_t inner = flat ? numel : rank == 0 ? 1 : shape[rank - 1];
+  const std::int64_t rows = inner == 0 ? 0 : numel / inner;
+  const std::int64_t sa = flat ? 1 : rank == 0 ? 0 : args.a.strides[rank - 1];
+  const std::int64_t sb = flat ? 1 : rank == 0 ? 0 : args.b.strides[rank - 1];
+  const std::int64_t per_task = std::max<std::int64_t>(1, chunk / std::max<std::int64_t>(inner, 1));
+  const std::int64_t row_tasks = (rows + per_task - 1) / per_task;
+  // A flat operation is cut into chunks instead of rows.
+  const std::int64_t tasks = flat ? (numel + chunk - 1) / chunk : row_tasks;
+  with_binary(args.fn, [&]<BinaryFn F>() {
+    cpu.pool().parallel_for(static_cast<std::size_t>(tasks), [&](std::size_t task) {
+      const auto t = static_cast<std::int64_t>(task);
+      if (flat) {
+        const std::int64_t begin = t * chunk;
+        binary_row<F>(args.a.data + begin, 1, args.b.data + begin, 1, args.y.data + begin,
+                      std::min(chunk, numel - begin));
+        return;
       }
-      const float* a = args.a.data + oa;
-      const float* b = args.b.data + ob;
-      float* y = args.y.data + row * inner;
-      for (std::int64_t j = 0; j < inner; ++j) y[j] = math::apply_binary(fn, a[j * sa], b[j * sb]);
-    }
+      const std::int64_t last = std::min(rows, (t + 1) * per_task);
+      for (std::int64_t row = t * per_task; row < last; ++row) {
+        std::int64_t rest = row;
+        std::int64_t oa = 0;
+        std::int64_t ob = 0;
+        for (std::size_t d = rank - 1; d-- > 0;) {
+          const std::int64_t coordinate = rest % shape[d];
+          rest /= shape[d];
+          oa += coordinate * args.a.strides[d];
+          ob += coordinate * args.b.strides[d];
+        }
+        binary_row<F>(args.a.data + oa, sa, args.b.data + ob, sb, args.y.data + row * inner, inner);
+      }
+    });
   });
 }
 

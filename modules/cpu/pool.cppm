@@ -48,7 +48,8 @@ void for_each_plane(const Pool2dArgs<float>& a, std::int64_t window_elements, Cp
 }  // namespace
 
 Result<NoState> prepare_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, CpuContext& cpu) {
-  if (!cpu.reserve_scratch(static_cast<std::size_t>(args.x.shape[2]) * sizeof(float))) {
+  // A row of window maxima, and its even and odd columns apart for stride 2.
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(2 * args.x.shape[2] + 2) * sizeof(float))) {
     return fail(Errc::out_of_memory, "cannot allocate max_pool2d's row buffers");
   }
   return NoState{};
@@ -141,9 +142,27 @@ void run_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, NoSt
         }
       };
       for (std::int64_t ow = 0; ow < lo; ++ow) border(ow);
-      for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = rowmax[ow * win.stride_w - win.pad_w];
-      for (std::int64_t j = 1; j < win.kernel_w; ++j) {
-        taps(out, rowmax, lo, hi, win.stride_w, j * win.dilation_w - win.pad_w);
+      if (win.stride_w == 2) {
+        // Even and odd columns apart, so that every tap reads one of them at unit stride: input
+        // column 2 * ow + t is even[ow + t / 2] for an even t, odd[ow + (t - 1) / 2] for an odd one.
+        float* __restrict even = rowmax + p.w;
+        float* __restrict odd = even + (p.w + 1) / 2;
+        for (std::int64_t i = 0; i < (p.w + 1) / 2; ++i) even[i] = rowmax[2 * i];
+        for (std::int64_t i = 0; i < p.w / 2; ++i) odd[i] = rowmax[2 * i + 1];
+        for (std::int64_t j = 0; j < win.kernel_w; ++j) {
+          const std::int64_t t = j * win.dilation_w - win.pad_w;
+          const float* src = t % 2 == 0 ? even + t / 2 : odd + (t - 1) / 2;  // t - 1 is even: exact
+          if (j == 0) {
+            for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = src[ow];
+          } else {
+            max_taps<1>(out, src, lo, hi, 1, 0);
+          }
+        }
+      } else {
+        for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = rowmax[ow * win.stride_w - win.pad_w];
+        for (std::int64_t j = 1; j < win.kernel_w; ++j) {
+          taps(out, rowmax, lo, hi, win.stride_w, j * win.dilation_w - win.pad_w);
+        }
       }
       for (std::int64_t ow = hi; ow < p.wo; ++ow) border(ow);
     }

@@ -14,6 +14,7 @@
 //   auto logits = model->output("logits");    // Result<TensorBinding> into the arena
 module;
 #include <algorithm>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -95,6 +96,13 @@ struct PlanStats {
   std::int64_t parameter_count = 0;  // elements of all parameter buffers
 };
 
+/// Wall time of one DAG node's kernel launches, summed over the forwards run while profiling.
+struct StepTime {
+  std::string node;  // the DAG node's name (a graph node's, or a fused group's)
+  std::string op;    // its op, as name_of() spells it
+  std::int64_t nanoseconds = 0;
+};
+
 template <class Backend, OpSetType Ops>
   requires loaded_detail::backend_runs_all<Backend, Ops>
 class LoadedModel {
@@ -131,6 +139,26 @@ class LoadedModel {
     std::vector<TensorRef> refs;
     for (const auto& p : params_) refs.push_back(TensorRef::of(p.key, p.tensor));
     return refs;
+  }
+
+  /// Turns per-step timing on or off; either way the counters restart from zero. Timing reads
+  /// the steady clock twice per step and allocates nothing per forward.
+  void set_profiling(bool on) {
+    step_ns_.assign(on ? order_.size() : 0, 0);
+    profiled_forwards_ = 0;
+  }
+  /// Forwards run since profiling was turned on.
+  std::int64_t profiled_forwards() const { return profiled_forwards_; }
+  /// Per-step times in execution order (inputs, which run nothing, left out); empty when
+  /// profiling is off.
+  std::vector<StepTime> profile() const {
+    std::vector<StepTime> times;
+    for (std::size_t s = 0; s < step_ns_.size(); ++s) {
+      const auto& node = lowered_.dag[order_[s]];
+      if (std::holds_alternative<InputOp>(node.op)) continue;
+      times.push_back({node.name, std::string(name_of(node.op)), step_ns_[s]});
+    }
+    return times;
   }
 
   /// Loads parameters by key (`{node}.{slot}`); strict by default (see load_parameters). Kernels
@@ -190,15 +218,21 @@ class LoadedModel {
       const TensorBinding& dst = current_->values[*find_port(inputs_, in.name)];
       std::memcpy(dst.data, in.data.data(), in.data.size());
     }
-    for (auto& step : current_->steps) {
+    const bool profiling = !step_ns_.empty();
+    for (std::size_t s = 0; s < current_->steps.size(); ++s) {
+      const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       std::visit(
-          [&]<class Op>(loaded_detail::Step<Backend, Op>& s) {
+          [&]<class Op>(loaded_detail::Step<Backend, Op>& step) {
             if constexpr (!InputOpType<Op>) {
-              for (std::size_t i = 0; i < s.args.size(); ++i) run_kernel(*s.op, s.args[i], s.states[i], *backend_);
+              for (std::size_t i = 0; i < step.args.size(); ++i) {
+                run_kernel(*step.op, step.args[i], step.states[i], *backend_);
+              }
             }
           },
-          step);
+          current_->steps[s]);
+      if (profiling) step_ns_[s] += std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count();
     }
+    if (profiling) ++profiled_forwards_;
     return ok();
   }
 
@@ -484,6 +518,8 @@ class LoadedModel {
   std::vector<Param> params_;
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;
+  std::vector<std::int64_t> step_ns_;  // per step of order_, while profiling
+  std::int64_t profiled_forwards_ = 0;
 };
 
 }  // namespace teeny

@@ -161,3 +161,30 @@ TEST_CASE("weights round-trip through save_weights") {
   fixtures::check_close(*reloaded->output("logits"), fx.logits);
   std::remove(path.c_str());
 }
+
+TEST_CASE("profiling times every step by name, allocates nothing per forward and switches off") {
+  MlpFixture fx;
+  auto model = teeny::load_cpu(mlp(), {{"batch", 3}});
+  REQUIRE(model);
+  REQUIRE(model->load_weights(fx.file, {.strict = false}));
+  CHECK(model->profile().empty());  // off by default
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
+
+  model->set_profiling(true);
+  REQUIRE(model->forward(input));
+  const std::size_t allocations = test_support::allocation_count();
+  REQUIRE(model->forward(input));
+  CHECK(test_support::allocation_count() == allocations);
+  CHECK(model->profiled_forwards() == 2);
+  const auto steps = model->profile();
+  std::vector<std::string> names;
+  for (const auto& s : steps) names.push_back(s.node + ":" + s.op);
+  // The input runs nothing and is left out; the ReLUs are fused into fc1 and fc2.
+  CHECK(names == std::vector<std::string>{"flatten_0:reshape", "fc1:linear", "fc2:linear", "fc3:linear"});
+  for (const auto& s : steps) CHECK(s.nanoseconds > 0);
+
+  model->set_profiling(false);
+  REQUIRE(model->forward(input));
+  CHECK(model->profile().empty());
+  CHECK(model->profiled_forwards() == 0);
+}

@@ -179,7 +179,7 @@ constexpr KernelTable kPortableTable = make_kernel_table<Portable>(Isa::portable
 // Element (k, j) of an operand, raw or packed.
 float element(const Operand& op, std::size_t total_k, std::size_t k, std::size_t j) {
   if (op.packed != nullptr) return op.packed->data[packed_index(*op.packed, total_k, k, j)];
-  return op.k_contiguous ? op.data[j * op.ld + k] : op.data[k * op.ld + j];
+  return op.k_contiguous ? op.data[j * op.ld + k] : row_start(op, k)[j];
 }
 
 // Unblocked tile needing no scratch memory: the K == 0 case and the fallback when the pool cannot
@@ -439,6 +439,23 @@ bool sgemm(const GemmShape& shape, const float* a, std::size_t lda, bool trans_a
   GemmArgs g{shape.m, shape.n, shape.k, raw_a(a, lda, trans_a), Operand{nullptr, 0, false, &lb}, c, ldc, epilogue};
   run_gemm(g, pool);
   return true;
+}
+
+bool sgemm(const GemmShape& shape, const PackedMatrix& a, const RowTable& b, float* c, std::size_t ldc,
+           const Epilogue& epilogue, ThreadPool& pool) {
+  if (!a.ok() || a.operand() != PackedMatrix::Operand::a || a.rows() != shape.m || a.cols() != shape.k) {
+    return false;
+  }
+  const PackedLayout la = layout_of(a);
+  GemmArgs g{shape.m, shape.n, shape.k, Operand{nullptr, 0, false, &la}, Operand{b.base, 0, false, nullptr, b.offsets},
+             c,       ldc,     epilogue};
+  run_gemm(g, pool);
+  return true;
+}
+
+GemmTile gemm_tile() {
+  const KernelTable& kt = kernels_for(active_isa());
+  return {kt.mr, kt.nr, kt.rows_in_place};
 }
 
 std::size_t gemm_workspace_bytes(const GemmShape& shape, bool a_packed, bool b_packed) {

@@ -134,6 +134,27 @@ bool sgemm(const GemmShape& shape, const PackedMatrix& a, const float* b, std::s
 bool sgemm(const GemmShape& shape, const float* a, std::size_t lda, bool trans_a, const PackedMatrix& b, float* c,
            std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool);
 
+// A K x N operand given row by row: row k is the N floats at base + offsets[k]. Convolutions pass
+// their input this way (implicit GEMM): every row of the im2col matrix is a shifted window of a
+// zero-padded input plane, so the matrix itself is never written out.
+struct RowTable {
+  const float* base = nullptr;
+  const std::ptrdiff_t* offsets = nullptr;  // K entries, in elements
+};
+
+// Same, with op(A) pre-packed and B given row by row.
+bool sgemm(const GemmShape& shape, const PackedMatrix& a, const RowTable& b, float* c, std::size_t ldc,
+           const Epilogue& epilogue, ThreadPool& pool);
+
+// The register tile of the active kernels: C is computed in mr x nr blocks (narrower edge blocks
+// cost about as much as full ones), for callers choosing between GEMM shapes.
+struct GemmTile {
+  std::size_t mr = 0;
+  std::size_t nr = 0;
+  bool rows_in_place = false;  // a RowTable B is read in place, not packed (AVX-512)
+};
+GemmTile gemm_tile();
+
 // Bytes of per-thread scratch memory a GEMM of this shape asks the pool for (0 when none), for
 // callers that want to budget memory. The pool allocates it on first use and keeps it.
 std::size_t gemm_workspace_bytes(const GemmShape& shape, bool a_packed, bool b_packed);

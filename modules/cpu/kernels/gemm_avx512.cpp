@@ -1,7 +1,8 @@
 // AVX-512 kernels (compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mavx2).
 //
 // Microkernel: 12 rows x 32 columns of C in 24 zmm accumulators; per k it loads two vectors of a
-// packed B panel and broadcasts 12 values of a packed A panel (embedded-broadcast FMAs). Zen 4 and
+// packed B panel and broadcasts 12 values of a packed A panel (embedded-broadcast FMAs). A B given
+// row by row (an implicit-GEMM convolution's input windows) is read in place, not packed. Zen 4 and
 // Skylake-X both sustain it at close to their FMA peak. Edge tiles use the same code instantiated
 // for fewer rows / vectors, with a lane mask on the last vector.
 #include <immintrin.h>
@@ -54,12 +55,29 @@ constexpr int kMr = 12;
 constexpr int kNv = 2;
 constexpr std::size_t kNr = kNv * 16;
 
-// acc += one k step: NV vectors of the B panel times M broadcasts of the A panel.
-template <int M, int NV>
-inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b) {
+// Where the microkernel reads B's k-th row of NV vectors: a packed panel (kNr floats per k, zero
+// padded), or a row table (row k at base + offsets[k], unpadded: the last vector is masked so that
+// nothing past the row's end is read).
+struct PanelB {
+  const float* b;
+  const float* row(std::size_t k) const { return b + k * kNr; }
+  static constexpr bool masked = false;
+};
+struct RowsB {
+  const float* base;
+  const std::ptrdiff_t* offsets;
+  const float* row(std::size_t k) const { return base + offsets[k]; }
+  static constexpr bool masked = true;
+};
+
+// acc += one k step: NV vectors of B's row times M broadcasts of the A panel.
+template <int M, int NV, class B>
+inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b, __mmask16 tail) {
   __m512 bv[NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+  for (int v = 0; v < NV; ++v) {
+    bv[v] = B::masked && v == NV - 1 ? _mm512_maskz_loadu_ps(tail, b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
     const __m512 av = _mm512_set1_ps(a[i]);
@@ -68,9 +86,9 @@ inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b) {
   }
 }
 
-// C[0:M, 0:16*NV] (+)= A panel x B panel over kc, then bias; the last vector is masked by `tail`.
-template <int M, int NV>
-void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::size_t ldc, __mmask16 tail, bool load_c,
+// C[0:M, 0:16*NV] (+)= A panel x B over kc, then bias; the last vector is masked by `tail`.
+template <int M, int NV, class B>
+void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, __mmask16 tail, bool load_c,
                const float* bias_col, const float* bias_row) {
   // Small tiles have too few accumulators to cover the FMA latency (the M = 1 GEMV-like case);
   // they interleave S independent sets over consecutive k and add them up at the end.
@@ -88,15 +106,13 @@ void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::si
   if constexpr (S > 1) {
     for (; k + S <= kc; k += S) {
 #pragma GCC unroll 4
-      for (int s = 0; s < S; ++s) fma_step<M, NV>(acc[s], a + s * kMr, b + s * kNr);
+      for (int s = 0; s < S; ++s) fma_step<M, NV, B>(acc[s], a + s * kMr, b.row(k + s), tail);
       a += S * kMr;
-      b += S * kNr;
     }
   }
   for (; k < kc; ++k) {
-    fma_step<M, NV>(acc[0], a, b);
+    fma_step<M, NV, B>(acc[0], a, b.row(k), tail);
     a += kMr;
-    b += kNr;
   }
 #pragma GCC unroll 4
   for (int s = 1; s < S; ++s) {
@@ -121,14 +137,16 @@ void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::si
   }
 }
 
-using KernelFn = void (*)(std::size_t, const float*, const float*, float*, std::size_t, __mmask16, bool, const float*,
+template <class B>
+using KernelFn = void (*)(std::size_t, const float*, B, float*, std::size_t, __mmask16, bool, const float*,
                           const float*);
 
-template <std::size_t... I>
-constexpr std::array<KernelFn, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
-  return {&kernel_mn<static_cast<int>(I) / kNv + 1, static_cast<int>(I) % kNv + 1>...};
+template <class B, std::size_t... I>
+constexpr std::array<KernelFn<B>, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
+  return {&kernel_mn<static_cast<int>(I) / kNv + 1, static_cast<int>(I) % kNv + 1, B>...};
 }
-constexpr auto kKernels = make_kernels(std::make_index_sequence<kMr * kNv>{});
+constexpr auto kKernels = make_kernels<PanelB>(std::make_index_sequence<kMr * kNv>{});
+constexpr auto kRowKernels = make_kernels<RowsB>(std::make_index_sequence<kMr * kNv>{});
 
 // In-register 16x16 transpose: r[i] lane j becomes r[j] lane i.
 inline void transpose16(__m512 r[16]) {
@@ -168,7 +186,16 @@ struct Avx512 {
                      std::size_t n, bool load_c, const float* bias_col, const float* bias_row) {
     const std::size_t nv = (n + 15) / 16;
     const __mmask16 tail = V512::mask(n - (nv - 1) * 16);
-    kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, b, c, ldc, tail, load_c, bias_col, bias_row);
+    kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, PanelB{b}, c, ldc, tail, load_c, bias_col, bias_row);
+  }
+
+  // Same with B's rows read in place (Operand::row_offsets): row k at b + rows[k], n floats.
+  static void kernel_rows(std::size_t kc_, const float* a, const float* b, const std::ptrdiff_t* rows, float* c,
+                          std::size_t ldc, std::size_t m, std::size_t n, bool load_c, const float* bias_col,
+                          const float* bias_row) {
+    const std::size_t nv = (n + 15) / 16;
+    const __mmask16 tail = V512::mask(n - (nv - 1) * 16);
+    kRowKernels[(m - 1) * kNv + (nv - 1)](kc_, a, RowsB{b, rows}, c, ldc, tail, load_c, bias_col, bias_row);
   }
 
   static void activate(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope) {

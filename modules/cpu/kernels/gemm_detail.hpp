@@ -23,13 +23,20 @@ struct PackedLayout {
 };
 
 // One GEMM operand, described along its depth k (the GEMM's K) and its width j (M for A, N for
-// B). Raw: element (k, j) is data[k * ld + j] or, when k_contiguous, data[j * ld + k].
+// B). Raw: element (k, j) is data[k * ld + j] or, when k_contiguous, data[j * ld + k]; with
+// row_offsets, data[row_offsets[k] + j] (rows given one by one, see RowTable).
 struct Operand {
   const float* data = nullptr;
   std::size_t ld = 0;
   bool k_contiguous = false;
-  const PackedLayout* packed = nullptr;  // set: read from this packed matrix instead
+  const PackedLayout* packed = nullptr;         // set: read from this packed matrix instead
+  const std::ptrdiff_t* row_offsets = nullptr;  // set: row k starts at data + row_offsets[k]
 };
+
+// Start of row k of an operand whose rows run along its width (not k_contiguous).
+inline const float* row_start(const Operand& op, std::size_t k) {
+  return op.row_offsets != nullptr ? op.data + op.row_offsets[k] : op.data + k * op.ld;
+}
 
 struct GemmArgs {
   std::size_t m = 0;
@@ -59,6 +66,7 @@ struct KernelTable {
   TileFn tile;
   PackFn pack_a;
   PackFn pack_b;
+  bool rows_in_place;  // the microkernel reads a row-table B in place (T::kernel_rows)
 };
 
 // Defined by gemm.cpp, gemm_avx2.cpp and gemm_avx512.cpp; the build defines TEENY_CPU_GEMM_AVX2 /
@@ -95,6 +103,7 @@ constexpr std::size_t axpy_stride(std::size_t wide) { return round_up(min_size(k
 
 inline ThinPath thin_path(const GemmArgs& g, std::size_t tile_m, std::size_t tile_n) {
   if (g.a.packed != nullptr || g.b.packed != nullptr) return ThinPath::none;
+  if (g.a.row_offsets != nullptr || g.b.row_offsets != nullptr) return ThinPath::none;
   // A dot product ends in a horizontal sum; over a short k that costs more than packing would.
   constexpr std::size_t dot_min_k = 32;
   if (tile_m <= kThinMax) {
@@ -172,7 +181,7 @@ void pack_block(const Operand& src, std::size_t total_k, std::size_t j0, std::si
   const std::size_t full = w / R;
   const std::size_t rest = w - full * R;
   for (std::size_t kk = 0; kk < kc; ++kk) {
-    const float* s = src.data + (k0 + kk) * src.ld + j0;
+    const float* s = row_start(src, k0 + kk) + j0;
     float* d = dst + kk * R;
     for (std::size_t p = 0; p < full; ++p, s += R, d += kc * R) {
       for (std::size_t jj = 0; jj < R; ++jj) d[jj] = s[jj];
@@ -391,6 +400,9 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
   constexpr std::size_t mr = T::mr, nr = T::nr, kc_max = T::kc;
   const bool a_direct = uses_packed_directly(g.a, mr, kc_max);
   const bool b_direct = uses_packed_directly(g.b, nr, kc_max);
+  // B given row by row is read in place by kernels that can (T::kernel_rows), packed otherwise.
+  constexpr bool has_row_kernel = requires { &T::kernel_rows; };
+  const bool b_rows = has_row_kernel && g.b.row_offsets != nullptr;
   float* ws_a = ws;
   float* ws_b = ws;
   if (!a_direct) {
@@ -416,7 +428,7 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
         const float* bp = ws_b;
         if (b_direct) {
           bp = g.b.packed->data + k0 * g.b.packed->padded + n0 * kc;
-        } else {
+        } else if (!b_rows) {
           pack_block<T, nr>(g.b, g.k, n0, nc, k0, kc, ws_b);
         }
         for (std::size_t i = 0; i < mc; i += mr) {
@@ -427,7 +439,15 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
             const float* bias_col =
                 last && e.bias != nullptr && e.bias_axis == BiasAxis::column ? e.bias + n0 + j : nullptr;
             float* c = g.c + (m0 + i) * g.ldc + n0 + j;
-            T::kernel(kc, ap + i * kc, bp + j * kc, c, g.ldc, m, n, load_c, bias_col, bias_row);
+            bool done = false;
+            if constexpr (has_row_kernel) {
+              if (b_rows) {
+                T::kernel_rows(kc, ap + i * kc, g.b.data + n0 + j, g.b.row_offsets + k0, c, g.ldc, m, n, load_c,
+                               bias_col, bias_row);
+                done = true;
+              }
+            }
+            if (!done) T::kernel(kc, ap + i * kc, bp + j * kc, c, g.ldc, m, n, load_c, bias_col, bias_row);
             // The tile is still in L1: activating it here is nearly free.
             if (last && has_act) T::activate(c, g.ldc, m, n, e.activation, e.slope);
           }
@@ -445,9 +465,11 @@ void gemm_tile_entry(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, 
 
 template <class T>
 constexpr KernelTable make_kernel_table(Isa isa) {
-  return KernelTable{
-      isa, T::mr, T::nr, T::kc, T::mc, T::nc, &gemm_tile_entry<T>, &pack_full<T, T::mr>, &pack_full<T, T::nr>};
+  return KernelTable{isa, T::mr, T::nr, T::kc, T::mc, T::nc, &gemm_tile_entry<T>, &pack_full<T, T::mr>,
+                     &pack_full<T, T::nr>, requires {&T::kernel_rows;
 }
+};  // namespace
+}  // namespace teeny::cpu::detail
 
 // ---- Activations ------------------------------------------------------------------------------
 // Written once over a vector type V (V::reg plus static arithmetic), instantiated by every ISA.

@@ -1,0 +1,172 @@
+// Every convolution algorithm of the CPU backend (CpuOptions::conv), on every instruction set this
+// machine has and with 1 and 2 threads, against a direct double-precision convolution: strides,
+// padding, dilation, groups, several K blocks, fused ReLU, and shapes that leave partial tiles.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels/gemm.hpp"
+
+import teeny;
+
+namespace {
+
+using teeny::ConvAlgorithm;
+using teeny::cpu::Isa;
+
+struct ConvCase {
+  const char* name;
+  std::int64_t n, c, h, w, o;
+  std::array<std::int64_t, 2> kernel, stride, padding, dilation;
+  std::int64_t groups;
+  bool bias, relu;
+};
+
+const ConvCase cases[] = {
+    // K = 48 * 9 = 432: two K blocks of the AVX-512 kernels; 20 output channels: a partial row tile.
+    {"3x3 pad 1, two K blocks, relu", 2, 48, 11, 13, 20, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},
+    {"7x7 stride 2 pad 3 (a ResNet stem)", 1, 3, 23, 21, 16, {7, 7}, {2, 2}, {3, 3}, {1, 1}, 1, true, false},
+    {"3x2 strides 3x2, dilation 2x1, 2 groups", 2, 8, 12, 10, 12, {3, 2}, {3, 2}, {0, 2}, {2, 1}, 2, false, true},
+    {"1x1 stride 2 (a downsample)", 3, 5, 7, 8, 40, {1, 1}, {2, 2}, {0, 0}, {1, 1}, 1, true, false},
+    {"3x3 on 7x7, many channels", 1, 16, 7, 7, 70, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},
+    {"5x1 on a narrow map", 2, 4, 40, 3, 5, {5, 1}, {1, 1}, {2, 0}, {1, 1}, 1, true, false},
+};
+
+// Deterministic values in [-1, 1).
+std::vector<float> noise(std::size_t n, std::uint32_t seed) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / 8388608.0f - 1.0f;
+  }
+  return v;
+}
+
+std::int64_t out_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p, std::int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+// The direct convolution in double, and per output the sum of |terms| (to scale the tolerance).
+void reference(const ConvCase& cc, const std::vector<float>& x, const std::vector<float>& w,
+               const std::vector<float>& b, std::vector<double>& y, std::vector<double>& magnitude) {
+  const std::int64_t ho = out_size(cc.h, cc.kernel[0], cc.stride[0], cc.padding[0], cc.dilation[0]);
+  const std::int64_t wo = out_size(cc.w, cc.kernel[1], cc.stride[1], cc.padding[1], cc.dilation[1]);
+  const std::int64_t cg = cc.c / cc.groups, og = cc.o / cc.groups;
+  y.assign(static_cast<std::size_t>(cc.n * cc.o * ho * wo), 0.0);
+  magnitude.assign(y.size(), 0.0);
+  for (std::int64_t n = 0; n < cc.n; ++n) {
+    for (std::int64_t o = 0; o < cc.o; ++o) {
+      for (std::int64_t oh = 0; oh < ho; ++oh) {
+        for (std::int64_t ow = 0; ow < wo; ++ow) {
+          double sum = cc.bias ? b[o] : 0.0;
+          double mag = std::abs(sum);
+          for (std::int64_t c = 0; c < cg; ++c) {
+            for (std::int64_t i = 0; i < cc.kernel[0]; ++i) {
+              for (std::int64_t j = 0; j < cc.kernel[1]; ++j) {
+                const std::int64_t ih = oh * cc.stride[0] - cc.padding[0] + i * cc.dilation[0];
+                const std::int64_t iw = ow * cc.stride[1] - cc.padding[1] + j * cc.dilation[1];
+                if (ih < 0 || ih >= cc.h || iw < 0 || iw >= cc.w) continue;
+                const double term = double{x[((n * cc.c + o / og * cg + c) * cc.h + ih) * cc.w + iw]} *
+                                    w[((o * cg + c) * cc.kernel[0] + i) * cc.kernel[1] + j];
+                sum += term;
+                mag += std::abs(term);
+              }
+            }
+          }
+          const auto at = static_cast<std::size_t>(((n * cc.o + o) * ho + oh) * wo + ow);
+          y[at] = cc.relu ? std::max(sum, 0.0) : sum;
+          magnitude[at] = mag;
+        }
+      }
+    }
+  }
+}
+
+std::vector<Isa> usable_isas() {
+  std::vector<Isa> isas;
+  const Isa saved = teeny::cpu::active_isa();
+  for (const Isa isa : {Isa::portable, Isa::avx2, Isa::avx512}) {
+    if (teeny::cpu::set_isa(isa) == isa) isas.push_back(isa);
+  }
+  teeny::cpu::set_isa(saved);
+  return isas;
+}
+
+}  // namespace
+
+TEST_CASE("every convolution algorithm, instruction set and thread count matches a direct convolution") {
+  const Isa saved_isa = teeny::cpu::active_isa();
+  const std::string weights = (std::filesystem::temp_directory_path() / "teeny_test_conv.safetensors").string();
+  for (const ConvCase& cc : cases) {
+    CAPTURE(cc.name);
+    const std::vector<float> x = noise(static_cast<std::size_t>(cc.n * cc.c * cc.h * cc.w), 1);
+    const std::int64_t fan_in = cc.c / cc.groups * cc.kernel[0] * cc.kernel[1];
+    const std::vector<float> w = noise(static_cast<std::size_t>(cc.o * fan_in), 2);
+    const std::vector<float> b = noise(static_cast<std::size_t>(cc.o), 3);
+    std::vector<double> expected, magnitude;
+    reference(cc, x, w, b, expected, magnitude);
+
+    teeny::GraphBuilder builder;
+    auto in = builder.input("x", teeny::DType::f32, {cc.n, cc.c, cc.h, cc.w});
+    auto y = builder
+                 .conv2d(in, cc.o, {cc.kernel[0], cc.kernel[1]},
+                         {.stride = {cc.stride[0], cc.stride[1]},
+                          .padding = {cc.padding[0], cc.padding[1]},
+                          .dilation = {cc.dilation[0], cc.dilation[1]},
+                          .groups = cc.groups,
+                          .bias = cc.bias})
+                 .named("conv");
+    builder.output("y", cc.relu ? builder.relu(y) : y);
+    auto graph = std::move(builder).build();
+    REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+
+    auto tw = teeny::Tensor::from<float>(w, {cc.o, cc.c / cc.groups, cc.kernel[0], cc.kernel[1]});
+    auto tb = teeny::Tensor::from<float>(b, {cc.o});
+    auto tx = teeny::Tensor::from<float>(x, {cc.n, cc.c, cc.h, cc.w});
+    REQUIRE((tw && tb && tx));
+    std::vector<teeny::TensorRef> params = {teeny::TensorRef::of("conv.weight", *tw)};
+    if (cc.bias) params.push_back(teeny::TensorRef::of("conv.bias", *tb));
+    REQUIRE(teeny::save_safetensors(weights, params));
+    auto file = teeny::SafetensorsFile::open(weights);
+    REQUIRE(file);
+
+    for (const Isa isa : usable_isas()) {
+      CAPTURE(teeny::cpu::isa_name(isa));
+      teeny::cpu::set_isa(isa);
+      for (const ConvAlgorithm algorithm :
+           {ConvAlgorithm::automatic, ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::transposed}) {
+        CAPTURE(static_cast<int>(algorithm));
+        for (const std::size_t threads : {1, 2}) {
+          CAPTURE(threads);
+          auto model = teeny::load_cpu(*graph, {}, {.threads = threads, .conv = algorithm});
+          REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+          REQUIRE(model->load_weights(*file));
+          const teeny::TensorRef inputs[] = {teeny::TensorRef::of("x", *tx)};
+          REQUIRE(model->forward(inputs));
+          auto out = model->output("y");
+          REQUIRE(out);
+          auto got = out->as<const float>();
+          REQUIRE(got);
+          REQUIRE(got->numel() == static_cast<std::int64_t>(expected.size()));
+          std::int64_t bad = 0, first_bad = -1;
+          for (std::size_t i = 0; i < expected.size(); ++i) {
+            if (!(std::abs(got->data[i] - expected[i]) <= 1e-5 * magnitude[i] + 1e-6)) {
+              if (first_bad < 0) first_bad = static_cast<std::int64_t>(i);
+              ++bad;
+            }
+          }
+          INFO("first mismatch at element " << first_bad << " (" << bad << " of " << expected.size() << " differ)");
+          CHECK(bad == 0);
+        }
+      }
+    }
+  }
+  teeny::cpu::set_isa(saved_isa);
+  std::filesystem::remove(weights);
+}
