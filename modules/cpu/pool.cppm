@@ -45,11 +45,46 @@ void for_each_plane(const Pool2dArgs<float>& a, std::int64_t window_elements, Cp
   });
 }
 
+// Floats of row-pair maxima the 2x2 path makes at a time (16 KiB: they stay in L1).
+constexpr std::int64_t kPairFloats = 4096;
+
+// 2x2 windows at stride 2 tiling the input exactly (no padding, even sizes): no row pair straddles
+// two planes, so the whole tensor is one stream of row pairs.
+bool tiles_2x2(const Window2d& w, const Planes& p) {
+  return w.kernel_h == 2 && w.kernel_w == 2 && w.stride_h == 2 && w.stride_w == 2 && w.pad_h == 0 && w.pad_w == 0 &&
+         w.dilation_h == 1 && w.dilation_w == 1 && p.h == 2 * p.ho && p.w == 2 * p.wo;
+}
+
+// The 2x2 path: the maxima of each row pair into a buffer, then of each two neighbours in it. With
+// an even width, neighbours never straddle rows, so both are flat loops whatever the plane size
+// (a 10x10 plane's 5-wide rows would leave a per-row loop nothing to vectorise).
+void max_pool_2x2(const float* x, float* y, const Planes& p, CpuContext& cpu) {
+  const std::int64_t pairs = p.count * p.ho;  // output rows
+  const std::int64_t per_pass = std::max<std::int64_t>(1, kPairFloats / p.w);
+  parallel_chunks(cpu, pairs, 2 * p.w, [&](std::int64_t begin, std::int64_t end) {
+    float* __restrict pair_max = cpu.scratch(cpu.pool().current_worker());
+    for (std::int64_t r0 = begin; r0 < end; r0 += per_pass) {
+      const std::int64_t rows = std::min(per_pass, end - r0);
+      const float* __restrict top = x + 2 * r0 * p.w;
+      for (std::int64_t r = 0; r < rows; ++r, top += 2 * p.w) {
+        const float* __restrict bottom = top + p.w;
+        float* __restrict dst = pair_max + r * p.w;
+        for (std::int64_t i = 0; i < p.w; ++i) dst[i] = math::max_pool_update(top[i], bottom[i]);
+      }
+      float* __restrict out = y + r0 * p.wo;
+      for (std::int64_t q = 0; q < rows * p.wo; ++q)
+        out[q] = math::max_pool_update(pair_max[2 * q], pair_max[2 * q + 1]);
+    }
+  });
+}
+
 }  // namespace
 
 Result<NoState> prepare_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, CpuContext& cpu) {
-  // A row of window maxima, and its even and odd columns apart for stride 2.
-  if (!cpu.reserve_scratch(static_cast<std::size_t>(2 * args.x.shape[2] + 2) * sizeof(float))) {
+  // A row of window maxima and its even and odd columns apart for stride 2, or rows of the 2x2
+  // path's row-pair maxima.
+  const std::int64_t floats = std::max(2 * args.x.shape[2] + 2, std::max(kPairFloats, args.x.shape[2]));
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(floats) * sizeof(float))) {
     return fail(Errc::out_of_memory, "cannot allocate max_pool2d's row buffers");
   }
   return NoState{};
@@ -108,6 +143,7 @@ void run_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, NoSt
   // contiguous rows), then over its columns. Output columns [lo, hi) have their whole window inside
   // the row and need no bounds checks.
   const Planes shape = planes_of(args);
+  if (tiles_2x2(win, shape)) return max_pool_2x2(args.x.data, args.y.data, shape, cpu);
   const std::int64_t reach = (win.kernel_w - 1) * win.dilation_w - win.pad_w;  // last tap's offset
   const std::int64_t lo = std::min(shape.wo, (win.pad_w + win.stride_w - 1) / win.stride_w);
   const std::int64_t hi =

@@ -431,25 +431,35 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
         } else if (!b_rows) {
           pack_block<T, nr>(g.b, g.k, n0, nc, k0, kc, ws_b);
         }
-        for (std::size_t i = 0; i < mc; i += mr) {
+        auto tile = [&](std::size_t i, std::size_t j) {
           const std::size_t m = min_size(mr, mc - i);
+          const std::size_t n = min_size(nr, nc - j);
           const float* bias_row = last && e.bias != nullptr && e.bias_axis == BiasAxis::row ? e.bias + m0 + i : nullptr;
-          for (std::size_t j = 0; j < nc; j += nr) {
-            const std::size_t n = min_size(nr, nc - j);
-            const float* bias_col =
-                last && e.bias != nullptr && e.bias_axis == BiasAxis::column ? e.bias + n0 + j : nullptr;
-            float* c = g.c + (m0 + i) * g.ldc + n0 + j;
-            bool done = false;
-            if constexpr (has_row_kernel) {
-              if (b_rows) {
-                T::kernel_rows(kc, ap + i * kc, g.b.data + n0 + j, g.b.row_offsets + k0, c, g.ldc, m, n, load_c,
-                               bias_col, bias_row);
-                done = true;
-              }
+          const float* bias_col =
+              last && e.bias != nullptr && e.bias_axis == BiasAxis::column ? e.bias + n0 + j : nullptr;
+          float* c = g.c + (m0 + i) * g.ldc + n0 + j;
+          bool done = false;
+          if constexpr (has_row_kernel) {
+            if (b_rows) {
+              T::kernel_rows(kc, ap + i * kc, g.b.data + n0 + j, g.b.row_offsets + k0, c, g.ldc, m, n, load_c, bias_col,
+                             bias_row);
+              done = true;
             }
-            if (!done) T::kernel(kc, ap + i * kc, bp + j * kc, c, g.ldc, m, n, load_c, bias_col, bias_row);
-            // The tile is still in L1: activating it here is nearly free.
-            if (last && has_act) T::activate(c, g.ldc, m, n, e.activation, e.slope);
+          }
+          if (!done) T::kernel(kc, ap + i * kc, bp + j * kc, c, g.ldc, m, n, load_c, bias_col, bias_row);
+          // The tile is still in L1: activating it here is nearly free.
+          if (last && has_act) T::activate(c, g.ldc, m, n, e.activation, e.slope);
+        };
+        if (b_direct) {
+          // A pre-packed B (a layer's weights) streams from memory: each of its panels is used by
+          // all of A's panels while it is in L1, instead of the whole block once per A panel
+          // (which would wait on memory for the whole first sweep).
+          for (std::size_t j = 0; j < nc; j += nr) {
+            for (std::size_t i = 0; i < mc; i += mr) tile(i, j);
+          }
+        } else {
+          for (std::size_t i = 0; i < mc; i += mr) {
+            for (std::size_t j = 0; j < nc; j += nr) tile(i, j);
           }
         }
       }
