@@ -95,8 +95,8 @@ void run_kernel(const matmul_op<float>&, const MatMulArgs<float>& args, NoState&
       }
     }
     cpu::sgemm({n, m, k}, a.data + offset_a, static_cast<std::size_t>(a.strides[ra - 2]), false, b.data + offset_b,
-               static_cast<std::size_t>(b.strides[rb - 2]), false, args.y.data + index * static_cast<std::int64_t>(n * m),
-               m, none, cpu.pool());
+               static_cast<std::size_t>(b.strides[rb - 2]), false,
+               args.y.data + index * static_cast<std::int64_t>(n * m), m, none, cpu.pool());
   }
 }
 
