@@ -9,13 +9,12 @@
 #include <cblas.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "cpu/kernels/gemm.hpp"
-
-extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace {
 
@@ -33,8 +32,9 @@ teeny::cpu::ThreadPool& pool_of(std::size_t threads) {
   return *pools[threads];
 }
 
-void set_flops(benchmark::State& state, double m, double n, double k) {
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+void set_flops(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Args: size, threads, trans_b.
@@ -50,7 +50,7 @@ void BM_teeny_square(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
-  set_flops(state, n, n, n);
+  set_flops(state, static_cast<std::int64_t>(n), static_cast<std::int64_t>(n), static_cast<std::int64_t>(n));
   state.SetLabel(teeny::cpu::isa_name(teeny::cpu::active_isa()));
 }
 
@@ -66,7 +66,7 @@ void BM_openblas_square(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
-  set_flops(state, n, n, n);
+  set_flops(state, static_cast<std::int64_t>(n), static_cast<std::int64_t>(n), static_cast<std::int64_t>(n));
 }
 
 // Args: M, threads. y[M, 512] = x[M, 784] W[512, 784]^T + bias, then ReLU, W pre-packed.
@@ -85,7 +85,7 @@ void BM_teeny_linear(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  set_flops(state, static_cast<double>(m), n, k);
+  set_flops(state, static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k));
 }
 
 // The same product without the epilogue (OpenBLAS has none).

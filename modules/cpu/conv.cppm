@@ -440,6 +440,30 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       case Columns::transposed: cpu::sgemm({p, og, k}, cols, p, true, w, result, og, e, pool); break;
     }
   };
+  // Output rows [oh0, oh1) of implicit task t from its phase planes `cols`: the GEMM over those
+  // rows' wide columns, into `result` (compact, og x (oh1 - oh0) * qw) and then cut, or straight
+  // into the output when the planes are exactly Wo wide.
+  auto implicit_band = [&](std::int64_t t, const float* cols, float* result, std::int64_t oh0, std::int64_t oh1) {
+    const std::int64_t group = t % g.groups;
+    cpu::Epilogue e = epilogue;
+    e.bias = bias != nullptr ? bias + group * g.og : nullptr;
+    const auto n = static_cast<std::size_t>((oh1 - oh0) * qw);
+    const cpu::RowTable rows{cols + oh0 * qw, state.row_offsets.data()};
+    const cpu::PackedMatrix& w = state.weights[static_cast<std::size_t>(group)];
+    const cpu::GemmShape shape{static_cast<std::size_t>(g.og), n, static_cast<std::size_t>(g.k)};
+    float* out = output(t);
+    if (result == nullptr) {
+      cpu::sgemm(shape, w, rows, out + oh0 * g.wo, static_cast<std::size_t>(g.p), e, pool);
+      return;
+    }
+    cpu::sgemm(shape, w, rows, result, n, e, pool);
+    for (std::int64_t o = 0; o < g.og; ++o) {
+      for (std::int64_t oh = oh0; oh < oh1; ++oh) {
+        std::memcpy(out + o * g.p + oh * g.wo, result + o * static_cast<std::int64_t>(n) + (oh - oh0) * qw,
+                    static_cast<std::size_t>(g.wo) * sizeof(float));
+      }
+    }
+  };
   // Output channels [begin, end) of task t from its GEMM result: wide rows cut to Wo, or the
   // pixels x channels result transposed.
   auto finish = [&](std::int64_t t, const float* result, std::int64_t begin, std::int64_t end) {
@@ -467,6 +491,20 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       gemm(t, cols, result);
       if (result != nullptr) finish(t, result, 0, g.og);
     });
+  } else if (mode == Columns::implicit) {
+    // Few GEMMs (batch 1), implicit: each thread copies the whole phase planes into its own
+    // scratch and computes a band of output rows from them. The copy is cheap; sharing one copy
+    // made by both threads would move half of what each reads from the other core's cache.
+    for (std::int64_t t = 0; t < tasks; ++t) {
+      pool.parallel_for(static_cast<std::size_t>(threads), [&](std::size_t band, std::size_t worker) {
+        const std::int64_t oh0 = g.ho * static_cast<std::int64_t>(band) / threads;
+        const std::int64_t oh1 = g.ho * static_cast<std::int64_t>(band + 1) / threads;
+        if (oh0 == oh1) return;
+        float* cols = cpu.scratch(worker);
+        make_columns(t, cols, 0, g.cg);
+        implicit_band(t, cols, layout.result != 0 ? cols + layout.result : nullptr, oh0, oh1);
+      });
+    }
   } else {
     // Few GEMMs (batch 1): each spreads over the threads itself, and so do its copies.
     float* cols = cpu.scratch(0);

@@ -62,7 +62,7 @@ TEST_CASE("work is actually spread over the workers") {
 
 TEST_CASE("a parallel_for nested inside a task runs inline") {
   ThreadPool pool(3);
-  std::vector<std::atomic<int>> grid(8 * 16);
+  std::vector<std::atomic<int>> grid(std::size_t{8} * 16);
   std::atomic<int> wrong_worker{0};
   pool.parallel_for(8, [&](std::size_t i, std::size_t outer_worker) {
     pool.parallel_for(16, [&](std::size_t j, std::size_t inner_worker) {
@@ -107,7 +107,10 @@ TEST_CASE("per-worker workspaces are aligned, grow on demand and are kept") {
   std::vector<std::atomic<int>> misaligned(3);
   pool.parallel_for(12, [&](std::size_t, std::size_t w) {
     void* p = pool.workspace(w, 4096 * (w + 1));
-    if (p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 64 != 0) misaligned[w].fetch_add(1);
+    if (p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 64 != 0) {
+      misaligned[w].fetch_add(1);
+      return;
+    }
     static_cast<unsigned char*>(p)[4096 * (w + 1) - 1] = 1;  // the whole size is usable
   });
   for (auto& m : misaligned) CHECK(m.load() == 0);

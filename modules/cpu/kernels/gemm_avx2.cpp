@@ -57,7 +57,7 @@ struct V256 {
 
 constexpr int kMr = 6;
 constexpr int kNv = 2;
-constexpr std::size_t kNr = kNv * 8;
+constexpr std::size_t kNr = std::size_t{kNv} * 8;
 
 // C[0:M, 0:8*NV] (+)= A panel x B panel over kc, then bias; the last vector has `tail` lanes.
 template <int M, int NV>
@@ -72,7 +72,7 @@ void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::si
   for (std::size_t k = 0; k < kc; ++k) {
     __m256 bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
+    for (std::ptrdiff_t v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const __m256 av = _mm256_broadcast_ss(a + i);
@@ -88,7 +88,7 @@ void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::si
   for (int i = 0; i < M; ++i) {
     float* ci = c + i * ldc;
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
+    for (std::ptrdiff_t v = 0; v < NV; ++v) {
       const __m256i mk = v == NV - 1 ? last : full;
       __m256 x = acc[i][v];
       if (load_c) x = _mm256_add_ps(x, _mm256_maskload_ps(ci + 8 * v, mk));
@@ -106,7 +106,7 @@ template <std::size_t... I>
 constexpr std::array<KernelFn, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
   return {&kernel_mn<static_cast<int>(I) / kNv + 1, static_cast<int>(I) % kNv + 1>...};
 }
-constexpr auto kKernels = make_kernels(std::make_index_sequence<kMr * kNv>{});
+constexpr auto kKernels = make_kernels(std::make_index_sequence<std::size_t{kMr} * kNv>{});
 
 // In-register 8x8 transpose: r[i] lane j becomes r[j] lane i.
 inline void transpose8(__m256 r[8]) {

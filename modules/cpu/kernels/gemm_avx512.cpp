@@ -53,7 +53,7 @@ struct V512 {
 
 constexpr int kMr = 12;
 constexpr int kNv = 2;
-constexpr std::size_t kNr = kNv * 16;
+constexpr std::size_t kNr = std::size_t{kNv} * 16;
 
 // Where the microkernel reads B's k-th row of NV vectors: a packed panel (kNr floats per k, zero
 // padded), or a row table (row k at base + offsets[k], unpadded: the last vector is masked so that
@@ -75,7 +75,7 @@ template <int M, int NV, class B>
 inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b, __mmask16 tail) {
   __m512 bv[NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
+  for (std::ptrdiff_t v = 0; v < NV; ++v) {
     bv[v] = B::masked && v == NV - 1 ? _mm512_maskz_loadu_ps(tail, b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
   }
 #pragma GCC unroll 16
@@ -106,8 +106,8 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
   if constexpr (S > 1) {
     for (; k + S <= kc; k += S) {
 #pragma GCC unroll 4
-      for (int s = 0; s < S; ++s) fma_step<M, NV, B>(acc[s], a + s * kMr, b.row(k + s), tail);
-      a += S * kMr;
+      for (std::ptrdiff_t s = 0; s < S; ++s) fma_step<M, NV, B>(acc[s], a + s * kMr, b.row(k + s), tail);
+      a += std::ptrdiff_t{S} * kMr;
     }
   }
   for (; k < kc; ++k) {
@@ -126,7 +126,7 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
   for (int i = 0; i < M; ++i) {
     float* ci = c + i * ldc;
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
+    for (std::ptrdiff_t v = 0; v < NV; ++v) {
       const __mmask16 mk = v == NV - 1 ? tail : static_cast<__mmask16>(0xffff);
       __m512 x = acc[0][i][v];
       if (load_c) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, ci + 16 * v));
@@ -145,8 +145,8 @@ template <class B, std::size_t... I>
 constexpr std::array<KernelFn<B>, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
   return {&kernel_mn<static_cast<int>(I) / kNv + 1, static_cast<int>(I) % kNv + 1, B>...};
 }
-constexpr auto kKernels = make_kernels<PanelB>(std::make_index_sequence<kMr * kNv>{});
-constexpr auto kRowKernels = make_kernels<RowsB>(std::make_index_sequence<kMr * kNv>{});
+constexpr auto kKernels = make_kernels<PanelB>(std::make_index_sequence<std::size_t{kMr} * kNv>{});
+constexpr auto kRowKernels = make_kernels<RowsB>(std::make_index_sequence<std::size_t{kMr} * kNv>{});
 
 // In-register 16x16 transpose: r[i] lane j becomes r[j] lane i.
 inline void transpose16(__m512 r[16]) {
