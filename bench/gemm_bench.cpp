@@ -45,7 +45,7 @@ void BM_teeny_square(benchmark::State& state) {
   const auto a = random_matrix(n * n, 1), b = random_matrix(n * n, 2);
   std::vector<float> c(n * n);
   auto& pool = pool_of(threads);
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): Google Benchmark's loop
     teeny::cpu::sgemm({n, n, n}, a.data(), n, false, b.data(), n, trans_b, c.data(), n, {}, pool);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
@@ -61,7 +61,7 @@ void BM_openblas_square(benchmark::State& state) {
   const CBLAS_TRANSPOSE tb = state.range(2) != 0 ? CblasTrans : CblasNoTrans;
   const auto a = random_matrix(nn, 1), b = random_matrix(nn, 2);
   std::vector<float> c(nn);
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): Google Benchmark's loop
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
@@ -80,7 +80,7 @@ void BM_teeny_linear(benchmark::State& state) {
   teeny::cpu::Epilogue epi;
   epi.bias = bias.data();
   epi.activation = teeny::cpu::Activation::relu;
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): Google Benchmark's loop
     teeny::cpu::sgemm({m, n, k}, x.data(), k, false, packed, y.data(), n, epi, pool);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -95,7 +95,7 @@ void BM_openblas_linear(benchmark::State& state) {
   openblas_set_num_threads(static_cast<int>(state.range(1)));
   const auto x = random_matrix(static_cast<std::size_t>(m) * k, 3), w = random_matrix(std::size_t{n} * k, 4);
   std::vector<float> y(static_cast<std::size_t>(m) * n);
-  for (auto _ : state) {
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): Google Benchmark's loop
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x.data(), k, w.data(), k, 0.0f, y.data(), n);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();

@@ -1,8 +1,8 @@
 // teeny's latency per forward for whole models on the CPU, weights loaded:
 //
 //   model      input                 batches   graph
-//   mlp        [batch, 1, 28, 28]    1, 64     examples/fashion_mnist/models.hpp (784-512-512-10)
-//   lenet      [batch, 1, 28, 28]    1, 64     examples/fashion_mnist/models.hpp
+//   mlp        [batch, 1, 28, 28]    1, 64     examples/models.hpp (784-512-512-10)
+//   lenet      [batch, 1, 28, 28]    1, 64     examples/models.hpp
 //   resnet18   [batch, 3, 224, 224]  1         models::resnet18() (examples/models.hpp)
 //
 // each at 1 and 2 threads, named `teeny/<model>/batch:<B>/threads:<T>`. The weights are the
