@@ -403,14 +403,12 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   epilogue.slope = args.epilogue.params.alpha;
   const ScratchLayout layout = scratch_layout(g, state);
   const std::int64_t qw = state.phases.qw;
-  const std::int64_t wide = g.ho * qw;  // implicit: columns of the GEMM's result
   // Task t is image t / groups, group t % groups.
   auto input = [&](std::int64_t t) { return x + ((t / g.groups) * g.c + (t % g.groups) * g.cg) * g.h * g.w; };
   auto output = [&](std::int64_t t) { return y + ((t / g.groups) * g.o + (t % g.groups) * g.og) * g.p; };
   // Makes task t's columns in `cols`: units [begin, end) of columns_units (channels of the phase
   // planes, or rows of the im2col matrix).
   const std::int64_t columns_units = mode == Columns::implicit ? g.cg : g.k;
-  const std::int64_t unit_cost = mode == Columns::implicit ? state.phases.used * state.phases.qh * qw : g.p;
   auto make_columns = [&](std::int64_t t, float* cols, std::int64_t begin, std::int64_t end) {
     if (mode == Columns::implicit) {
       fill_phases(input(t), g, win, state.phases, cols, begin, end);
@@ -419,7 +417,8 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       im2col(input(t), g, win, cols, begin, end);
     }
   };
-  // Runs task t's GEMM; its result goes to the output, or to `result` for finish() to place.
+  // Runs task t's GEMM unless implicit (implicit_band): into the output, or transposed into
+  // `result` for finish() to place.
   auto gemm = [&](std::int64_t t, const float* cols, float* result) {
     const std::int64_t group = t % g.groups;
     cpu::Epilogue e = epilogue;
@@ -431,12 +430,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
     switch (mode) {
       case Columns::input: cpu::sgemm({og, p, k}, w, input(t), p, false, output(t), p, e, pool); break;
       case Columns::im2col: cpu::sgemm({og, p, k}, w, cols, p, false, output(t), p, e, pool); break;
-      case Columns::implicit: {
-        const auto n = static_cast<std::size_t>(wide);
-        float* c = result != nullptr ? result : output(t);
-        cpu::sgemm({og, n, k}, w, cpu::RowTable{cols, state.row_offsets.data()}, c, n, e, pool);
-        break;
-      }
+      case Columns::implicit: break;
       case Columns::transposed: cpu::sgemm({p, og, k}, cols, p, true, w, result, og, e, pool); break;
     }
   };
@@ -464,18 +458,11 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       }
     }
   };
-  // Output channels [begin, end) of task t from its GEMM result: wide rows cut to Wo, or the
-  // pixels x channels result transposed.
+  // Output channels [begin, end) of transposed task t from its pixels x channels GEMM result.
   auto finish = [&](std::int64_t t, const float* result, std::int64_t begin, std::int64_t end) {
     float* out = output(t);
-    if (mode == Columns::transposed) {
-      for (std::int64_t o = begin; o < end; ++o) {
-        for (std::int64_t i = 0; i < g.p; ++i) out[o * g.p + i] = result[i * g.og + o];
-      }
-      return;
-    }
-    for (std::int64_t row = begin * g.ho; row < end * g.ho; ++row) {
-      std::memcpy(out + row * g.wo, result + row * qw, static_cast<std::size_t>(g.wo) * sizeof(float));
+    for (std::int64_t o = begin; o < end; ++o) {
+      for (std::int64_t i = 0; i < g.p; ++i) out[o * g.p + i] = result[i * g.og + o];
     }
   };
 
@@ -488,6 +475,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       float* cols = cpu.scratch(worker);
       float* result = layout.result != 0 ? cols + layout.result : nullptr;
       if (mode != Columns::input) make_columns(t, cols, 0, columns_units);
+      if (mode == Columns::implicit) return implicit_band(t, cols, result, 0, g.ho);
       gemm(t, cols, result);
       if (result != nullptr) finish(t, result, 0, g.og);
     });
@@ -506,12 +494,13 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       });
     }
   } else {
-    // Few GEMMs (batch 1): each spreads over the threads itself, and so do its copies.
+    // Few GEMMs (batch 1), im2col or transposed: each spreads over the threads itself, and so do
+    // its copies.
     float* cols = cpu.scratch(0);
     float* result = layout.result != 0 ? cols + layout.result : nullptr;
     for (std::int64_t t = 0; t < tasks; ++t) {
       if (mode != Columns::input) {
-        parallel_chunks(cpu, columns_units, unit_cost,
+        parallel_chunks(cpu, g.k, g.p,
                         [&](std::int64_t begin, std::int64_t end) { make_columns(t, cols, begin, end); });
       }
       gemm(t, cols, result);
