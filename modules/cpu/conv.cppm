@@ -43,6 +43,14 @@ struct PhasePlanes {
   std::int64_t floats = 0;         // cg * used planes, plus a row of slack for the last windows
 };
 
+/// Floats of per-worker scratch: the columns (phase planes or im2col matrix), then the GEMM's
+/// result where it cannot go straight to the output (wide rows to cut, or transposed).
+struct ConvScratch {
+  std::int64_t columns = 0;
+  std::int64_t result = 0;  // offset of the result area; 0 when the GEMM writes the output directly
+  std::int64_t total = 0;
+};
+
 struct ConvState {
   /// How the GEMM's im2col operand is made from an image's group (see the top of this file).
   enum class Columns : std::uint8_t { input, implicit, im2col, transposed };
@@ -51,6 +59,7 @@ struct ConvState {
   bool depthwise = false;                   // one input channel per group: the direct kernel
   PhasePlanes phases;                       // implicit
   std::vector<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
+  ConvScratch scratch;                      // set at load, where forward finds its buffers
 };
 
 Result<ConvState> prepare_kernel(const conv_op<float>& op, const ConvArgs<float>& args, CpuContext& cpu);
@@ -299,17 +308,9 @@ ConvState::Columns choose_columns(const Geometry& g, const ConvState& implicit, 
   return choices[best];
 }
 
-// Floats of per-worker scratch: the columns (phase planes or im2col matrix), then the GEMM's
-// result where it cannot go straight to the output (wide rows to cut, or transposed).
-struct ScratchLayout {
-  std::int64_t columns = 0;
-  std::int64_t result = 0;  // offset of the result area; 0 when the GEMM writes the output directly
-  std::int64_t total = 0;
-};
-
-ScratchLayout scratch_layout(const Geometry& g, const ConvState& state) {
+ConvScratch scratch_layout(const Geometry& g, const ConvState& state) {
   using Columns = ConvState::Columns;
-  ScratchLayout l;
+  ConvScratch l;
   std::int64_t result = 0;
   switch (state.columns) {
     case Columns::input: break;
@@ -359,9 +360,9 @@ Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& a
       return fail(Errc::out_of_memory, "cannot pack the ", g.og, "x", g.k, " weight of group ", group);
     }
   }
-  const ScratchLayout scratch = scratch_layout(g, state);
-  if (!cpu.reserve_scratch(static_cast<std::size_t>(scratch.total) * sizeof(float))) {
-    return fail(Errc::out_of_memory, "cannot allocate ", scratch.total, " floats of convolution scratch");
+  state.scratch = scratch_layout(g, state);
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(state.scratch.total) * sizeof(float))) {
+    return fail(Errc::out_of_memory, "cannot allocate ", state.scratch.total, " floats of convolution scratch");
   }
   // Any worker may run any of the GEMMs: size every worker's GEMM workspace now.
   const std::int64_t width = state.columns == Columns::implicit ? g.ho * state.phases.qw : g.p;
@@ -401,7 +402,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   epilogue.bias_axis = mode == Columns::transposed ? cpu::BiasAxis::column : cpu::BiasAxis::row;
   const bool fused = gemm_activation(args.epilogue, epilogue.activation);
   epilogue.slope = args.epilogue.params.alpha;
-  const ScratchLayout layout = scratch_layout(g, state);
+  const ConvScratch& layout = state.scratch;
   const std::int64_t qw = state.phases.qw;
   // Task t is image t / groups, group t % groups.
   auto input = [&](std::int64_t t) { return x + ((t / g.groups) * g.c + (t % g.groups) * g.cg) * g.h * g.w; };
@@ -430,7 +431,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
     switch (mode) {
       case Columns::input: cpu::sgemm({og, p, k}, w, input(t), p, false, output(t), p, e, pool); break;
       case Columns::im2col: cpu::sgemm({og, p, k}, w, cols, p, false, output(t), p, e, pool); break;
-      case Columns::implicit: break;
+      case Columns::implicit: break;  // implicit_band runs these
       case Columns::transposed: cpu::sgemm({p, og, k}, cols, p, true, w, result, og, e, pool); break;
     }
   };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/kernels/gemm.hpp"
+#include "support/isa.hpp"
 
 import teeny;
 
@@ -88,20 +89,10 @@ void reference(const ConvCase& cc, const std::vector<float>& x, const std::vecto
   }
 }
 
-std::vector<Isa> usable_isas() {
-  std::vector<Isa> isas;
-  const Isa saved = teeny::cpu::active_isa();
-  for (const Isa isa : {Isa::portable, Isa::avx2, Isa::avx512}) {
-    if (teeny::cpu::set_isa(isa) == isa) isas.push_back(isa);
-  }
-  teeny::cpu::set_isa(saved);
-  return isas;
-}
-
 }  // namespace
 
 TEST_CASE("every convolution algorithm, instruction set and thread count matches a direct convolution") {
-  const Isa saved_isa = teeny::cpu::active_isa();
+  const test_support::IsaGuard restore_isa;
   const std::string weights = (std::filesystem::temp_directory_path() / "teeny_test_conv.safetensors").string();
   for (const ConvCase& cc : cases) {
     CAPTURE(cc.name);
@@ -136,7 +127,7 @@ TEST_CASE("every convolution algorithm, instruction set and thread count matches
     auto file = teeny::SafetensorsFile::open(weights);
     REQUIRE(file);
 
-    for (const Isa isa : usable_isas()) {
+    for (const Isa isa : test_support::available_isas()) {
       CAPTURE(teeny::cpu::isa_name(isa));
       teeny::cpu::set_isa(isa);
       for (const ConvAlgorithm algorithm :
@@ -167,6 +158,5 @@ TEST_CASE("every convolution algorithm, instruction set and thread count matches
       }
     }
   }
-  teeny::cpu::set_isa(saved_isa);
   std::filesystem::remove(weights);
 }

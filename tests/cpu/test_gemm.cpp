@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/kernels/gemm.hpp"
+#include "support/isa.hpp"
 
 namespace {
 
@@ -23,6 +24,8 @@ using teeny::cpu::GemmShape;
 using teeny::cpu::Isa;
 using teeny::cpu::PackedMatrix;
 using teeny::cpu::ThreadPool;
+using test_support::available_isas;
+using test_support::IsaGuard;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kSentinel = 12345.0f;
@@ -30,23 +33,6 @@ constexpr float kSentinel = 12345.0f;
 constexpr Activation kActivations[] = {Activation::none,     Activation::relu,      Activation::leaky_relu,
                                        Activation::gelu_erf, Activation::gelu_tanh, Activation::silu,
                                        Activation::sigmoid,  Activation::tanh};
-
-// The instruction sets both this CPU and this build support (set_isa clamps the others).
-std::vector<Isa> available_isas() {
-  const Isa saved = teeny::cpu::active_isa();
-  std::vector<Isa> isas;
-  for (const Isa isa : {Isa::portable, Isa::avx2, Isa::avx512}) {
-    if (teeny::cpu::set_isa(isa) == isa) isas.push_back(isa);
-  }
-  teeny::cpu::set_isa(saved);
-  return isas;
-}
-
-// Restores the active instruction set when a test case ends.
-struct IsaGuard {
-  Isa saved = teeny::cpu::active_isa();
-  ~IsaGuard() { teeny::cpu::set_isa(saved); }
-};
 
 double activate_ref(Activation act, double x, double slope) {
   switch (act) {
