@@ -11,9 +11,10 @@
 //    pixels and many channels (7x7 and 14x14 maps), where the pixel count fits the register tile
 //    better as rows than as columns.
 // Depthwise convolutions (one input channel per group) run directly: their GEMMs would be mostly
-// packing.
+// packing. A folded BatchNorm is applied to the weights and bias at load (fold_norm).
 module;
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -60,6 +61,10 @@ struct ConvState {
   PhasePlanes phases;                       // implicit
   std::vector<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
   ConvScratch scratch;                      // set at load, where forward finds its buffers
+  // With a folded BatchNorm: the bias after it, and for a depthwise convolution (which reads its
+  // weights unpacked) the scaled weights.
+  std::vector<float> folded_bias;
+  std::vector<float> folded_weight;
 };
 
 Result<ConvState> prepare_kernel(const conv_op<float>& op, const ConvArgs<float>& args, CpuContext& cpu);
@@ -330,6 +335,30 @@ ConvScratch scratch_layout(const Geometry& g, const ConvState& state) {
   return l;
 }
 
+// A folded BatchNorm's per-channel affine map, y = conv * scale + shift, computed in double:
+// scale = weight / sqrt(var + eps), shift = (bias - mean) * scale + norm_bias.
+struct NormFold {
+  std::vector<double> scale, shift;
+};
+
+Result<NormFold> fold_norm(const ConvArgs<float>& a, std::int64_t channels) {
+  NormFold fold;
+  for (std::int64_t o = 0; o < channels; ++o) {
+    const double var = a.norm_var.data[o];
+    if (!(var + a.norm_eps > 0.0)) {  // also catches NaN
+      return fail(Errc::invalid_argument, "batch norm running_var[", o, "] = ", var, " with eps ", a.norm_eps,
+                  ": var + eps must be positive");
+    }
+    const double weight = a.norm_weight.data != nullptr ? a.norm_weight.data[o] : 1.0;
+    const double scale = weight / std::sqrt(var + a.norm_eps);
+    const double bias = a.bias.data != nullptr ? a.bias.data[o] : 0.0;
+    const double beta = a.norm_bias.data != nullptr ? a.norm_bias.data[o] : 0.0;
+    fold.scale.push_back(scale);
+    fold.shift.push_back((bias - a.norm_mean.data[o]) * scale + beta);
+  }
+  return fold;
+}
+
 }  // namespace
 
 Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& args, CpuContext& cpu) {
@@ -338,7 +367,27 @@ Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& a
   const Window2d& win = args.window;
   ConvState state;
   state.depthwise = g.cg == 1 && g.groups > 1;
-  if (state.depthwise) return state;
+  // The weights as the kernel reads them: scaled per output channel by a folded BatchNorm.
+  const float* weights = args.weight.data;
+  std::vector<float> scaled;
+  if (args.norm_mean.data != nullptr) {
+    auto fold = fold_norm(args, g.o);
+    if (!fold) return std::move(fold).error();
+    const std::int64_t per_channel = g.o == 0 ? 0 : args.weight.numel() / g.o;
+    scaled.resize(static_cast<std::size_t>(args.weight.numel()));
+    for (std::int64_t o = 0; o < g.o; ++o) {
+      const double scale = fold->scale[static_cast<std::size_t>(o)];
+      for (std::int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i) {
+        scaled[static_cast<std::size_t>(i)] = static_cast<float>(weights[i] * scale);
+      }
+      state.folded_bias.push_back(static_cast<float>(fold->shift[static_cast<std::size_t>(o)]));
+    }
+    weights = scaled.data();
+  }
+  if (state.depthwise) {
+    state.folded_weight = std::move(scaled);
+    return state;
+  }
   if (win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_h == 0 &&
       win.pad_w == 0) {
     state.columns = Columns::input;
@@ -354,7 +403,7 @@ Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& a
   const auto k = static_cast<std::size_t>(g.k);
   const bool transposed = state.columns == Columns::transposed;
   for (std::int64_t group = 0; group < g.groups; ++group) {
-    const float* w = args.weight.data + group * g.og * g.k;
+    const float* w = weights + group * g.og * g.k;
     state.weights.push_back(transposed ? cpu::pack_b(k, og, w, k, true) : cpu::pack_a(og, k, w, k, false));
     if (!state.weights.back().ok() && og * k != 0) {
       return fail(Errc::out_of_memory, "cannot pack the ", g.og, "x", g.k, " weight of group ", group);
@@ -379,7 +428,9 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   const Geometry g = geometry(args);
   const Window2d& win = args.window;
   const float* x = args.x.data;
-  const float* bias = args.bias.data;  // nullptr without bias
+  // nullptr without bias; a folded BatchNorm's shift replaces it
+  const float* bias = state.folded_bias.empty() ? args.bias.data : state.folded_bias.data();
+  const float* depthwise_weights = state.folded_weight.empty() ? args.weight.data : state.folded_weight.data();
   float* y = args.y.data;
   cpu::ThreadPool& pool = cpu.pool();
 
@@ -390,7 +441,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
         const std::int64_t n = plane / g.o;
         const std::int64_t o = plane % g.o;
         const float* in = x + (n * g.c + o / g.og) * g.h * g.w;
-        depthwise_plane(in, args.weight.data + o * khw, bias != nullptr ? bias[o] : 0.0f, y + plane * g.p, g, win);
+        depthwise_plane(in, depthwise_weights + o * khw, bias != nullptr ? bias[o] : 0.0f, y + plane * g.p, g, win);
       }
     });
     if (args.epilogue.active) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);

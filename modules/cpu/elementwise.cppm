@@ -144,17 +144,27 @@ void run_kernel(const binary_op<float>&, const BinaryArgs<float>& args, NoState&
   const std::int64_t row_tasks = (rows + per_task - 1) / per_task;
   // A flat operation is cut into chunks instead of rows.
   const std::int64_t tasks = flat ? (numel + chunk - 1) / chunk : row_tasks;
+  // A fused activation runs on each task's part of y while it is still in cache.
+  auto activate = [&](std::int64_t begin, std::int64_t end) {
+    if (!args.epilogue.active) return;
+    with_unary(args.epilogue.fn, [&]<UnaryFn A>() {
+      float* y = args.y.data;
+      for (std::int64_t i = begin; i < end; ++i) y[i] = math::apply_unary(A, y[i], args.epilogue.params);
+    });
+  };
   with_binary(args.fn, [&]<BinaryFn F>() {
     cpu.pool().parallel_for(static_cast<std::size_t>(tasks), [&](std::size_t task) {
       const auto t = static_cast<std::int64_t>(task);
       if (flat) {
         const std::int64_t begin = t * chunk;
-        binary_row<F>(args.a.data + begin, 1, args.b.data + begin, 1, args.y.data + begin,
-                      std::min(chunk, numel - begin));
+        const std::int64_t end = std::min(numel, begin + chunk);
+        binary_row<F>(args.a.data + begin, 1, args.b.data + begin, 1, args.y.data + begin, end - begin);
+        activate(begin, end);
         return;
       }
+      const std::int64_t first = t * per_task;
       const std::int64_t last = std::min(rows, (t + 1) * per_task);
-      for (std::int64_t row = t * per_task; row < last; ++row) {
+      for (std::int64_t row = first; row < last; ++row) {
         std::int64_t rest = row;
         std::int64_t oa = 0;
         std::int64_t ob = 0;
@@ -166,6 +176,7 @@ void run_kernel(const binary_op<float>&, const BinaryArgs<float>& args, NoState&
         }
         binary_row<F>(args.a.data + oa, sa, args.b.data + ob, sb, args.y.data + row * inner, inner);
       }
+      activate(first * inner, last * inner);
     });
   });
 }

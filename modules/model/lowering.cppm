@@ -14,6 +14,7 @@
 //   };
 //   Result<Lowered<my_lowering::op_set>> lowered = lower_graph(my_lowering{}, graph, LoweringMode::inference);
 module;
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -45,11 +46,26 @@ struct Lowered {
   /// the graph node the DAG node was made for, so that a graph node split in several DAG nodes
   /// (a Linear into matmul + bias add) still loads `fc1.weight` and `fc1.bias` from a state_dict.
   std::vector<std::string> param_scope;
+  /// folded_scopes[d]: the graph nodes folded into DAG node d that bring parameters of their own
+  /// (a BatchNorm folded into the Conv before it). The DAG node's slot `{prefix}.{slot}` is then
+  /// the state_dict key `{scope}.{slot}`: a folded BatchNorm still loads `layer1.0.bn1.weight`.
+  struct FoldedScope {
+    std::string prefix;  // the slot prefix the op uses, e.g. "norm"
+    std::string scope;   // the folded graph node's name, e.g. "layer1.0.bn1"
+  };
+  std::vector<std::vector<FoldedScope>> folded_scopes;
 
   /// The DAG node holding graph node `g`'s value.
   NodeId value_of(NodeId g) const { return graph_to_dag[g].back(); }
   /// The state_dict key of DAG node `d`'s parameter `slot`.
-  std::string param_key(NodeId d, std::string_view slot) const { return param_scope[d] + "." + std::string(slot); }
+  std::string param_key(NodeId d, std::string_view slot) const {
+    if (const auto dot = slot.find('.'); dot != std::string_view::npos && d < folded_scopes.size()) {
+      for (const FoldedScope& folded : folded_scopes[d]) {
+        if (slot.substr(0, dot) == folded.prefix) return folded.scope + std::string(slot.substr(dot));
+      }
+    }
+    return param_scope[d] + "." + std::string(slot);
+  }
 };
 
 /// What a node lowering reads and writes: the graph, the DAG under construction and the mapping.
@@ -84,12 +100,36 @@ class LoweringContext {
     if (id) {
       lowered_.graph_to_dag[g].push_back(*id);
       lowered_.param_scope.push_back(graph_.dag()[g].name);
+      lowered_.folded_scopes.emplace_back();
     }
     return id;
   }
 
   /// Records that graph node `g` is computed by the existing DAG node `dag_node` (fusion).
   void alias(NodeId g, NodeId dag_node) { lowered_.graph_to_dag[g].push_back(dag_node); }
+
+  /// Records that graph node `g` was folded into `dag_node` together with its parameters, which
+  /// the op names `{prefix}.{slot}` and which load from `{g's name}.{slot}`.
+  void fold(NodeId g, NodeId dag_node, std::string prefix) {
+    alias(g, dag_node);
+    lowered_.folded_scopes[dag_node].push_back({std::move(prefix), graph_.dag()[g].name});
+  }
+
+  /// Whether an op may be folded into `dag_node` so that it computes something else: true when
+  /// no graph value it holds is read elsewhere, i.e. every graph node it computes ends there, is
+  /// used by exactly one graph node and is not a graph output. (A Dropout's DAG node is its
+  /// input's: fusing into it would change what the input's other users read.)
+  bool foldable(NodeId dag_node) const {
+    for (NodeId g = 0; g < lowered_.graph_to_dag.size(); ++g) {
+      const auto& made = lowered_.graph_to_dag[g];
+      if (std::find(made.begin(), made.end(), dag_node) == made.end()) continue;
+      if (made.back() != dag_node || graph_.dag().uses(g).size() != 1) return false;
+      for (const auto& output : graph_.outputs()) {
+        if (output.node == g) return false;
+      }
+    }
+    return true;
+  }
 
   bool lowered(NodeId g) const { return !lowered_.graph_to_dag[g].empty(); }
   Lowered<Ops> finish() && { return std::move(lowered_); }

@@ -4,6 +4,12 @@
 //   auto conv = conv_op<float>::from(Conv2d{.in_channels = 3, .out_channels = 64, .kernel = 7,
 //                                           .stride = 2, .padding = 3, .bias = false}, out);
 //   conv.epilogue = {.active = true, .fn = UnaryFn::relu};   // set by the lowering when it fuses a ReLU
+//
+// A BatchNorm in eval mode right after the convolution may be folded into it (the lowering's
+// fold_batch_norm sets `norm`): the op then also takes the BatchNorm's parameters and buffers, as
+// slots `norm.weight`, `norm.bias`, `norm.running_mean`, `norm.running_var` and
+// `norm.num_batches_tracked`, which load from the BatchNorm's own state_dict keys; the kernel
+// scales its weights and shifts its bias once, at load.
 module;
 #include <cstddef>
 #include <cstdint>
@@ -30,11 +36,23 @@ struct ConvArgs {
   Window2d window;
   std::int64_t groups = 1;
   Epilogue epilogue;
-  auto fields() const { return std::tie(x, weight, bias, y, window, groups, epilogue); }
+  // A folded BatchNorm: y = (conv - mean) / sqrt(var + eps) * norm_weight + norm_bias, before the
+  // epilogue. All [O], or empty: norm_mean empty means no BatchNorm; the other two are empty
+  // when it is not affine.
+  TensorView<const T> norm_weight;
+  TensorView<const T> norm_bias;
+  TensorView<const T> norm_mean;
+  TensorView<const T> norm_var;
+  double norm_eps = 0.0;
+  auto fields() const {
+    return std::tie(x, weight, bias, y, window, groups, epilogue, norm_weight, norm_bias, norm_mean, norm_var,
+                    norm_eps);
+  }
 };
 
-/// y = act(conv(x, W) + b). One op for both ranks: a Conv1d is a Conv2d whose kernel is one row
-/// high; spatial_dims keeps the weight in PyTorch's layout ([O, C/g, k] for a Conv1d).
+/// y = act(conv(x, W) + b), or act(batch_norm(conv(x, W) + b)) with a folded BatchNorm. One op for
+/// both ranks: a Conv1d is a Conv2d whose kernel is one row high; spatial_dims keeps the weight in
+/// PyTorch's layout ([O, C/g, k] for a Conv1d).
 template <FloatElement T>
 struct conv_op {
   using Args = ConvArgs<T>;
@@ -42,6 +60,8 @@ struct conv_op {
   std::int64_t spatial_dims = 2;
   OpOutput out;
   Epilogue epilogue{};
+  /// The BatchNorm folded into this convolution (eval mode, running statistics), if any.
+  std::optional<BatchNorm> norm{};
 
   static conv_op from(const Conv1d& c, OpOutput out) {
     return {Conv2d{c.in_channels,
@@ -63,16 +83,39 @@ struct conv_op {
 
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
-    static constexpr std::string_view slots[] = {"weight", "bias"};
-    return std::span<const std::string_view>(slots).first(attrs.bias ? 2 : 1);
+    // The convolution's slots, then a folded BatchNorm's (its weight and bias when affine).
+    static constexpr std::string_view with_bias[] = {"weight",
+                                                     "bias",
+                                                     "norm.weight",
+                                                     "norm.bias",
+                                                     "norm.running_mean",
+                                                     "norm.running_var",
+                                                     "norm.num_batches_tracked"};
+    static constexpr std::string_view without_bias[] = {
+        "weight", "norm.weight", "norm.bias", "norm.running_mean", "norm.running_var", "norm.num_batches_tracked"};
+    static constexpr std::string_view with_bias_stats[] = {"weight", "bias", "norm.running_mean", "norm.running_var",
+                                                           "norm.num_batches_tracked"};
+    static constexpr std::string_view without_bias_stats[] = {"weight", "norm.running_mean", "norm.running_var",
+                                                              "norm.num_batches_tracked"};
+    using Slots = std::span<const std::string_view>;
+    if (!norm) return Slots(with_bias).first(attrs.bias ? 2 : 1);
+    if (norm->affine) return attrs.bias ? Slots(with_bias) : Slots(without_bias);
+    return attrs.bias ? Slots(with_bias_stats) : Slots(without_bias_stats);
   }
+  /// num_batches_tracked, the last slot of a folded BatchNorm, is an i64 scalar as in PyTorch.
+  DType param_dtype(std::size_t i) const { return norm && i + 1 == param_names().size() ? DType::i64 : dtype_of<T>; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
     const std::int64_t per_group = attrs.in_channels / attrs.groups;
-    ConcreteShape weight = spatial_dims == 1
-                               ? ConcreteShape{attrs.out_channels, per_group, attrs.kernel.w}
-                               : ConcreteShape{attrs.out_channels, per_group, attrs.kernel.h, attrs.kernel.w};
-    if (!attrs.bias) return {weight};
-    return {weight, {attrs.out_channels}};
+    const ConcreteShape channels{attrs.out_channels};
+    std::vector<ConcreteShape> shapes{
+        spatial_dims == 1 ? ConcreteShape{attrs.out_channels, per_group, attrs.kernel.w}
+                          : ConcreteShape{attrs.out_channels, per_group, attrs.kernel.h, attrs.kernel.w}};
+    if (attrs.bias) shapes.push_back(channels);
+    if (norm) {
+      if (norm->affine) shapes.insert(shapes.end(), {channels, channels});
+      shapes.insert(shapes.end(), {channels, channels, ConcreteShape{}});
+    }
+    return shapes;
   }
   Result<Args> pack_args(const OpBindings& b) const {
     auto x = input_view<const T>(b, 0);
@@ -80,6 +123,14 @@ struct conv_op {
     auto bias = optional_param_view<const T>(b, 1, attrs.bias);
     auto y = output_view<T>(b);
     if (auto e = first_error(x, w, bias, y)) return *e;
+    const std::size_t first_norm = attrs.bias ? 2 : 1;
+    const bool affine = norm && norm->affine;
+    const std::size_t first_stat = first_norm + (affine ? 2 : 0);
+    auto norm_weight = optional_param_view<const T>(b, first_norm, affine);
+    auto norm_bias = optional_param_view<const T>(b, first_norm + 1, affine);
+    auto norm_mean = optional_param_view<const T>(b, first_stat, norm.has_value());
+    auto norm_var = optional_param_view<const T>(b, first_stat + 1, norm.has_value());
+    if (auto e = first_error(norm_weight, norm_bias, norm_mean, norm_var)) return *e;
     auto x4 = contiguous_as(*x, as_nchw(x->shape), "input");
     auto w4 = contiguous_as(*w, {attrs.out_channels, attrs.in_channels / attrs.groups, attrs.kernel.h, attrs.kernel.w},
                             "weight");
@@ -87,7 +138,8 @@ struct conv_op {
     if (auto e = first_error(x4, w4, y4)) return *e;
     const Window2d window{attrs.kernel.h,  attrs.kernel.w,  attrs.stride.h,   attrs.stride.w,
                           attrs.padding.h, attrs.padding.w, attrs.dilation.h, attrs.dilation.w};
-    return Args{*x4, *w4, *bias, *y4, window, attrs.groups, epilogue};
+    return Args{*x4,      *w4,          *bias,      *y4,        window,    attrs.groups,
+                epilogue, *norm_weight, *norm_bias, *norm_mean, *norm_var, norm ? norm->eps : 0.0};
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }

@@ -66,15 +66,18 @@ struct BinaryArgs {
   TensorView<const T> b;
   TensorView<T> y;
   BinaryFn fn;
-  auto fields() const { return std::tie(a, b, y, fn); }
+  Epilogue epilogue;
+  auto fields() const { return std::tie(a, b, y, fn, epilogue); }
 };
 
-/// y = fn(a, b) with NumPy/PyTorch broadcasting.
+/// y = act(fn(a, b)) with NumPy/PyTorch broadcasting; the activation (a residual block's ReLU
+/// after its add) is fused by the lowering.
 template <FloatElement T>
 struct binary_op {
   using Args = BinaryArgs<T>;
   BinaryFn fn = BinaryFn::add;
   OpOutput out;
+  Epilogue epilogue{};
 
   std::string_view name() const { return "binary"; }
   const Shape& output_shape() const { return out.shape; }
@@ -87,7 +90,7 @@ struct binary_op {
     auto b = input_view<const T>(bindings, 1);
     auto y = output_view<T>(bindings);
     if (auto e = first_error(a, b, y)) return *e;
-    return Args{broadcast_to(*a, y->shape), broadcast_to(*b, y->shape), *y, fn};
+    return Args{broadcast_to(*a, y->shape), broadcast_to(*b, y->shape), *y, fn, epilogue};
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }

@@ -1,9 +1,11 @@
 // teeny.runtime:standard_lowering — Graph -> Dag<standard_ops<T>> for inference.
 //
-// standard_node_lowering<T> maps each graph op to its executable op, keeping every attribute;
-// fuse_activations<Base> is a middleware that folds an activation into the Linear, Conv or
-// BatchNorm before it (one pass with bias + activation) and delegates everything else to its base;
-// standard_lowering<T> is the two together, as a whole-graph Lowering.
+// standard_node_lowering<T> maps each graph op to its executable op, keeping every attribute. Two
+// middlewares fuse on top of it, each delegating what it does not fuse to its base:
+// fold_batch_norm<Base> folds an eval-mode BatchNorm into the convolution before it (the weights
+// are scaled at load), and fuse_activations<Base> folds an activation into the Linear, Conv,
+// BatchNorm or elementwise binary op before it (one pass with bias + activation). standard_lowering<T> is the three
+// together, as a whole-graph Lowering.
 //
 //   auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::inference);
 module;
@@ -166,8 +168,8 @@ struct standard_node_lowering {
   }
 };
 
-/// Middleware: an activation whose only input is an op with an epilogue (Linear, Conv, BatchNorm)
-/// used nowhere else (and not a graph output) becomes that op's epilogue; everything else goes to
+/// Middleware: an activation whose only input is an op with an epilogue (Linear, Conv, BatchNorm,
+/// binary) used nowhere else (and not a graph output) becomes that op's epilogue; everything else goes to
 /// `Base`.
 template <class Base>
 struct fuse_activations {
@@ -179,13 +181,11 @@ struct fuse_activations {
     const Graph& graph = ctx.graph();
     const auto& node = graph.dag()[g];
     if (auto act = lowering_detail::activation_of(node.op.op); act && node.inputs.size() == 1) {
-      const NodeId producer = node.inputs[0];
-      const bool private_value = graph.dag().uses(producer).size() == 1 && !is_output(graph, producer);
       const NodeId dag_node = ctx.input(g, 0);
-      // The DAG node must be the producer's own (not one it aliases, as a Dropout does), or
-      // another user of that DAG node would see the activation too.
-      if (private_value && ctx.dag()[dag_node].name == graph.dag()[producer].name) {
-        bool fused = false;  // only ops with an epilogue (linear, conv, batch norm) take the activation
+      // No other reader may see the activation: the producer's value, and any other the DAG node
+      // holds (a folded BatchNorm's input, or what a Dropout aliases), must be read only here.
+      if (ctx.foldable(dag_node)) {
+        bool fused = false;  // only ops with an epilogue take the activation
         std::visit(
             [&](auto& op) {
               if constexpr (requires { op.epilogue; }) {
@@ -204,21 +204,57 @@ struct fuse_activations {
     }
     return base.lower_node(ctx, g);
   }
+};
 
- private:
-  static bool is_output(const Graph& graph, NodeId id) {
-    for (const auto& output : graph.outputs()) {
-      if (output.node == id) return true;
+/// Middleware: a BatchNorm that uses its running statistics (eval mode), whose input is a Conv1d
+/// or Conv2d read nowhere else (and not a graph output), is folded into that convolution: the
+/// conv_op takes the BatchNorm's parameters as `norm.*` slots, loaded from the BatchNorm's keys,
+/// and its kernel scales the weights and shifts the bias at load. Everything else goes to `Base`.
+template <class Base>
+struct fold_batch_norm {
+  using op_set = typename Base::op_set;
+  Base base;
+  const Base* base_lowering() const { return &base; }
+
+  Result<bool> lower_node(LoweringContext<op_set>& ctx, NodeId g) const {
+    const auto& node = ctx.graph().dag()[g];
+    const auto* norm = std::get_if<BatchNorm>(&node.op.op);
+    // eps > 0: the fold divides by sqrt(var + eps) at load, when the variance may still be zero.
+    if (norm != nullptr && norm->track_running_stats && norm->eps > 0 && node.inputs.size() == 1) {
+      const auto& producer = ctx.graph().dag()[node.inputs[0]];
+      const bool after_conv =
+          std::holds_alternative<Conv2d>(producer.op.op) || std::holds_alternative<Conv1d>(producer.op.op);
+      const NodeId dag_node = ctx.input(g, 0);
+      if (after_conv && ctx.foldable(dag_node)) {
+        bool folded = false;
+        std::visit(
+            [&](auto& op) {
+              if constexpr (requires { op.norm; }) {
+                // Batched output only: a BatchNorm's channels are dim 1, the conv's only then.
+                const bool batched = op.out.shape.rank() == static_cast<std::size_t>(op.spatial_dims) + 2;
+                if (!op.norm && !op.epilogue.active && batched && op.attrs.out_channels == norm->num_features) {
+                  op.norm = *norm;
+                  folded = true;
+                }
+              }
+            },
+            ctx.dag()[dag_node].op);
+        if (folded) {
+          ctx.fold(g, dag_node, "norm");
+          return true;
+        }
+      }
     }
-    return false;
+    return base.lower_node(ctx, g);
   }
 };
 
-/// The standard lowering for element type T: standard ops with activations fused where they can be.
+/// The standard lowering for element type T: standard ops, batch norms folded into convolutions
+/// and activations fused where they can be.
 template <FloatElement T>
 struct standard_lowering {
   using op_set = standard_ops<T>;
-  fuse_activations<standard_node_lowering<T>> nodes{};
+  fuse_activations<fold_batch_norm<standard_node_lowering<T>>> nodes{};
 
   Result<Lowered<op_set>> lower(const Graph& graph, LoweringMode mode) const {
     if (mode != LoweringMode::inference) {

@@ -457,22 +457,6 @@ std::vector<float> noise(std::size_t n, float scale, std::uint32_t seed) {
   return values;
 }
 
-void check_near(const teeny::TensorBinding& actual, const std::vector<double>& expected, double rtol = 1e-5,
-                double atol = 1e-6) {
-  auto got = actual.as<const float>();
-  REQUIRE(got);
-  REQUIRE(got->numel() == static_cast<std::int64_t>(expected.size()));
-  std::int64_t bad = 0;
-  std::int64_t first_bad = -1;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    if (!(std::abs(got->data[i] - expected[i]) <= atol + rtol * std::abs(expected[i]))) {
-      if (first_bad < 0) first_bad = static_cast<std::int64_t>(i);
-      ++bad;
-    }
-  }
-  INFO("first mismatch at element " << first_bad << " (" << bad << " of " << expected.size() << " differ)");
-  CHECK(bad == 0);
-}
 }  // namespace
 
 TEST_CASE("CPU ops split over threads match a double-precision reference") {
@@ -530,12 +514,12 @@ TEST_CASE("CPU ops split over threads match a double-precision reference") {
       }
     }
   }
-  check_near(*model->output("softmax"), softmax);
-  check_near(*model->output("log_softmax"), log_softmax);
-  check_near(*model->output("sum"), sum);
-  check_near(*model->output("mean"), mean);
-  check_near(*model->output("max"), {max});
-  check_near(*model->output("transpose"), transpose, 0, 0);
+  fixtures::check_near(*model->output("softmax"), softmax);
+  fixtures::check_near(*model->output("log_softmax"), log_softmax);
+  fixtures::check_near(*model->output("sum"), sum);
+  fixtures::check_near(*model->output("mean"), mean);
+  fixtures::check_near(*model->output("max"), {max});
+  fixtures::check_near(*model->output("transpose"), transpose, 0, 0);
 
   std::vector<double> attention(2 * L * EV, 0.0);
   for (std::int64_t n = 0; n < 2; ++n) {
@@ -556,7 +540,7 @@ TEST_CASE("CPU ops split over threads match a double-precision reference") {
       }
     }
   }
-  check_near(*model->output("attention"), attention, 1e-4, 1e-5);
+  fixtures::check_near(*model->output("attention"), attention, 1e-4, 1e-5);
 }
 
 TEST_CASE("embedding: an index out of range gives a row of zeros, never an out-of-bounds read") {

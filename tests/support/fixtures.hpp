@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fixtures {
 
@@ -39,6 +40,27 @@ inline void check_close(const teeny::TensorBinding& actual, const teeny::Tensor&
   INFO("first mismatch at element " << first_bad << ": got " << (first_bad >= 0 ? got->data[first_bad] : 0.0f)
                                     << ", PyTorch " << (first_bad >= 0 ? want->data[first_bad] : 0.0f) << " (" << bad
                                     << " of " << n << " differ)");
+  CHECK(bad == 0);
+}
+
+/// Checks `actual` against a reference computed independently (in double): |a - e| <= atol +
+/// rtol * |e| elementwise, reporting the first mismatch.
+inline void check_near(const teeny::TensorBinding& actual, const std::vector<double>& expected, double rtol = 1e-5,
+                       double atol = 1e-6) {
+  auto got = actual.as<const float>();
+  REQUIRE(got);
+  REQUIRE(got->numel() == static_cast<std::int64_t>(expected.size()));
+  std::int64_t bad = 0;
+  std::int64_t first_bad = -1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (!(std::abs(got->data[i] - expected[i]) <= atol + rtol * std::abs(expected[i]))) {
+      if (first_bad < 0) first_bad = static_cast<std::int64_t>(i);
+      ++bad;
+    }
+  }
+  INFO("first mismatch at element " << first_bad << ": got " << (first_bad >= 0 ? got->data[first_bad] : 0.0f)
+                                    << ", expected " << (first_bad >= 0 ? expected[first_bad] : 0.0) << " (" << bad
+                                    << " of " << expected.size() << " differ)");
   CHECK(bad == 0);
 }
 
