@@ -41,6 +41,7 @@ struct PhasePlanes {
   std::int64_t qh = 0, qw = 0;     // rows and columns of a plane
   std::vector<std::int64_t> slot;  // per phase a * sw + b: its plane's index, or -1 when no tap reads it
   std::int64_t used = 0;           // phases read by some tap
+  std::int64_t reach = 0;          // plane rows an output row reads below its own: taps' (i * dh) / sh
   std::int64_t floats = 0;         // cg * used planes, plus a row of slack for the last windows
 };
 
@@ -190,7 +191,7 @@ void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols,
 
 // Channels [c_begin, c_end) of the phase planes of one image's group (`x`: its first channel).
 void fill_phases(const float* x, const Geometry& g, const Window2d& win, const PhasePlanes& ph, float* planes,
-                 std::int64_t c_begin, std::int64_t c_end) {
+                 std::int64_t c_begin, std::int64_t c_end, std::int64_t q_begin, std::int64_t q_end) {
   const std::int64_t plane = ph.qh * ph.qw;
   for (std::int64_t c = c_begin; c < c_end; ++c) {
     const float* in = x + c * g.h * g.w;
@@ -200,10 +201,12 @@ void fill_phases(const float* x, const Geometry& g, const Window2d& win, const P
         if (slot < 0) continue;
         float* q = planes + (c * ph.used + slot) * plane;
         // Plane row r is input row r * sh + a - ph; column t is input column t * sw + b - pw.
-        const auto [r_lo, r_hi] = inside(a - win.pad_h, ph.sh, g.h, ph.qh);
+        const auto [in_lo, in_hi] = inside(a - win.pad_h, ph.sh, g.h, ph.qh);
+        const std::int64_t r_lo = std::clamp(in_lo, q_begin, q_end);
+        const std::int64_t r_hi = std::clamp(in_hi, r_lo, q_end);
         const auto [t_lo, t_hi] = inside(b - win.pad_w, ph.sw, g.w, ph.qw);
-        zero(q, r_lo * ph.qw);
-        zero(q + r_hi * ph.qw, (ph.qh - r_hi) * ph.qw);
+        zero(q + q_begin * ph.qw, (r_lo - q_begin) * ph.qw);
+        zero(q + r_hi * ph.qw, (q_end - r_hi) * ph.qw);
         for (std::int64_t r = r_lo; r < r_hi; ++r) {
           float* __restrict dst = q + r * ph.qw;
           const float* __restrict row = in + (r * ph.sh + a - win.pad_h) * g.w + b - win.pad_w;
@@ -258,6 +261,7 @@ void plan_phases(const Geometry& g, const Window2d& win, ConvState& state) {
   }
   // A window runs Ho * qw floats from its start, up to qw - 1 past the last plane's end.
   ph.floats = g.cg * ph.used * ph.qh * ph.qw + ph.qw;
+  ph.reach = (win.kernel_h - 1) * win.dilation_h / ph.sh;
   const std::int64_t khw = win.kernel_h * win.kernel_w;
   state.row_offsets.resize(static_cast<std::size_t>(g.k));
   for (std::int64_t r = 0; r < g.k; ++r) {
@@ -283,11 +287,22 @@ double gemm_cycles(std::int64_t m, std::int64_t n, std::int64_t k, cpu::GemmTile
   return rows * cols * static_cast<double>(k) * static_cast<double>(mr * nr) / 32.0;
 }
 
+// Whether the (image, group) GEMMs go round the threads one whole GEMM per task; otherwise (batch
+// 1) each GEMM is split over the threads.
+bool one_gemm_per_task(const Geometry& g, std::int64_t threads) {
+  const std::int64_t tasks = g.n * g.groups;
+  return threads == 1 || tasks % threads == 0 || tasks >= 4 * threads;
+}
+
 // The cheapest way to make the columns of a convolution that is not a plain 1x1 one, by the
 // GEMM's tile cost plus about a cycle and a half per float written out and read back (im2col),
 // half a cycle per float packed from the phase planes (none where the kernels read them in
-// place), and a cycle per float of other copies.
-ConvState::Columns choose_columns(const Geometry& g, const ConvState& implicit, ConvAlgorithm algorithm) {
+// place), and a cycle per float of other copies. When each GEMM is split over the threads, the
+// cost is one thread's: an implicit GEMM's band of output rows and the plane rows it reads, or
+// a share of the others' GEMM and copies, plus the transposed GEMM's packing of its whole
+// columns operand, which every thread does for its share of the output channels.
+ConvState::Columns choose_columns(const Geometry& g, const ConvState& implicit, ConvAlgorithm algorithm,
+                                  std::int64_t threads) {
   using Columns = ConvState::Columns;
   switch (algorithm) {
     case ConvAlgorithm::automatic: break;
@@ -297,13 +312,19 @@ ConvState::Columns choose_columns(const Geometry& g, const ConvState& implicit, 
   }
   const cpu::GemmTile tile = cpu::gemm_tile();
   const auto kp = static_cast<double>(g.k * g.p);
-  const std::int64_t wide = g.ho * implicit.phases.qw;
-  const bool cut = implicit.phases.qw != g.wo;
+  const PhasePlanes& ph = implicit.phases;
+  const bool split = !one_gemm_per_task(g, threads);
+  const std::int64_t band = split ? (g.ho + threads - 1) / threads : g.ho;  // output rows per thread
+  const double band_share = static_cast<double>(std::min(ph.qh, band + ph.reach + 1)) / static_cast<double>(ph.qh);
+  const double share = split ? 1.0 / static_cast<double>(threads) : 1.0;
+  const std::int64_t wide = band * ph.qw;
+  const bool cut = ph.qw != g.wo;
   const double costs[] = {
       gemm_cycles(g.og, wide, g.k, tile) + (tile.rows_in_place ? 0.0 : 0.5) * static_cast<double>(g.k * wide) +
-          static_cast<double>(implicit.phases.floats) + (cut ? static_cast<double>(g.og * wide) : 0.0),
-      gemm_cycles(g.og, g.p, g.k, tile) + 1.5 * kp,
-      gemm_cycles(g.p, g.og, g.k, tile) + 1.5 * kp + static_cast<double>(g.og * g.p),
+          static_cast<double>(ph.floats) * band_share + (cut ? static_cast<double>(g.og * wide) : 0.0),
+      (gemm_cycles(g.og, g.p, g.k, tile) + 1.5 * kp) * share,
+      (gemm_cycles(g.p, g.og, g.k, tile) + 1.5 * kp + static_cast<double>(g.og * g.p)) * share +
+          (split ? 0.5 * kp : 0.0),
   };
   const Columns choices[] = {Columns::implicit, Columns::im2col, Columns::transposed};
   std::size_t best = 0;
@@ -393,7 +414,7 @@ Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& a
     state.columns = Columns::input;
   } else {
     plan_phases(g, win, state);
-    state.columns = choose_columns(g, state, cpu.options().conv);
+    state.columns = choose_columns(g, state, cpu.options().conv, static_cast<std::int64_t>(cpu.threads()));
     if (state.columns != Columns::implicit) {
       state.row_offsets.clear();
       state.phases = {};
@@ -463,7 +484,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   const std::int64_t columns_units = mode == Columns::implicit ? g.cg : g.k;
   auto make_columns = [&](std::int64_t t, float* cols, std::int64_t begin, std::int64_t end) {
     if (mode == Columns::implicit) {
-      fill_phases(input(t), g, win, state.phases, cols, begin, end);
+      fill_phases(input(t), g, win, state.phases, cols, begin, end, 0, state.phases.qh);
       if (end == g.cg) zero(cols + state.phases.floats - qw, qw);  // the slack the last windows read
     } else {
       im2col(input(t), g, win, cols, begin, end);
@@ -520,7 +541,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
 
   const std::int64_t tasks = g.n * g.groups;
   const auto threads = static_cast<std::int64_t>(pool.size());
-  if (threads == 1 || tasks % threads == 0 || tasks >= 4 * threads) {
+  if (one_gemm_per_task(g, threads)) {
     // Enough GEMMs to go round: one task each, on one thread (the nested GEMM runs inline).
     pool.parallel_for(static_cast<std::size_t>(tasks), [&](std::size_t task, std::size_t worker) {
       const auto t = static_cast<std::int64_t>(task);
@@ -532,16 +553,20 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       if (result != nullptr) finish(t, result, 0, g.og);
     });
   } else if (mode == Columns::implicit) {
-    // Few GEMMs (batch 1), implicit: each thread copies the whole phase planes into its own
-    // scratch and computes a band of output rows from them. The copy is cheap; sharing one copy
-    // made by both threads would move half of what each reads from the other core's cache.
+    // Few GEMMs (batch 1), implicit: each thread copies the plane rows its band of output rows
+    // reads into its own scratch and computes the band from them. Sharing one copy made by both
+    // threads would move half of what each reads from the other core's cache.
+    // Output row oh reads plane rows oh .. oh + reach; the row after them holds what the last
+    // window's discarded columns run into.
+    const std::int64_t reach = state.phases.reach;
     for (std::int64_t t = 0; t < tasks; ++t) {
       pool.parallel_for(static_cast<std::size_t>(threads), [&](std::size_t band, std::size_t worker) {
         const std::int64_t oh0 = g.ho * static_cast<std::int64_t>(band) / threads;
         const std::int64_t oh1 = g.ho * static_cast<std::int64_t>(band + 1) / threads;
         if (oh0 == oh1) return;
         float* cols = cpu.scratch(worker);
-        make_columns(t, cols, 0, g.cg);
+        fill_phases(input(t), g, win, state.phases, cols, 0, g.cg, oh0, std::min(state.phases.qh, oh1 + reach + 1));
+        zero(cols + state.phases.floats - qw, qw);
         implicit_band(t, cols, layout.result != 0 ? cols + layout.result : nullptr, oh0, oh1);
       });
     }

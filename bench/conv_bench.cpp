@@ -1,0 +1,98 @@
+// ResNet-18's convolutions one at a time (batch 1), as GFLOP/s: where the model's time goes, per
+// layer shape, thread count and convolution algorithm.
+//
+//   bench-conv                                        # every layer, automatic, 1 and 2 threads
+//   bench-conv --benchmark_filter='layer4.*/auto'     # one layer
+//   TEENY_BENCH_ALGORITHMS=1 bench-conv               # also each algorithm forced
+//
+// Each benchmark loads a one-convolution model (conv + ReLU, no bias, as in ResNet-18 after its
+// BatchNorm is folded) through the CPU backend, so what is timed is what a model runs: the conv
+// step's column making, GEMM and epilogue. The weights stay zero: the time does not depend on them.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+import teeny;
+
+namespace {
+
+struct ConvShape {
+  const char* name;
+  std::int64_t in, out, image, kernel, stride, padding;
+  double flops() const {
+    const std::int64_t o = (image + 2 * padding - kernel) / stride + 1;
+    return 2.0 * static_cast<double>(out * o * o) * static_cast<double>(in * kernel * kernel);
+  }
+};
+
+// ResNet-18's distinct convolutions at 224x224 (per forward: conv1 once, layer1 x4, layerN.0.conv1
+// once, layerN 3x3 x3 for N > 1, each downsample once).
+const ConvShape shapes[] = {
+    {"conv1", 3, 64, 224, 7, 2, 3},    {"layer1", 64, 64, 56, 3, 1, 1},      {"layer2.0.conv1", 64, 128, 56, 3, 2, 1},
+    {"layer2", 128, 128, 28, 3, 1, 1}, {"layer2.ds", 64, 128, 56, 1, 2, 0},  {"layer3.0.conv1", 128, 256, 28, 3, 2, 1},
+    {"layer3", 256, 256, 14, 3, 1, 1}, {"layer3.ds", 128, 256, 28, 1, 2, 0}, {"layer4.0.conv1", 256, 512, 14, 3, 2, 1},
+    {"layer4", 512, 512, 7, 3, 1, 1},  {"layer4.ds", 256, 512, 14, 1, 2, 0},
+};
+
+void run_conv(benchmark::State& state, const ConvShape& s, std::size_t threads, teeny::ConvAlgorithm algorithm) {
+  teeny::GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {1, s.in, s.image, s.image});
+  b.output("y", b.relu(b.conv2d(x, s.out, {s.kernel, s.kernel},
+                                {.stride = {s.stride, s.stride}, .padding = {s.padding, s.padding}, .bias = false})
+                           .named("conv")));
+  auto graph = std::move(b).build();
+  auto model = graph ? teeny::load_cpu(*graph, {}, {.threads = threads, .conv = algorithm})
+                     : teeny::Result<teeny::CpuModel>(graph.error());
+  auto input = teeny::Tensor::zeros(teeny::DType::f32, {1, s.in, s.image, s.image});
+  if (!model || !input) {
+    state.SkipWithError(model ? "cannot allocate the input" : model.error().to_string().c_str());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  auto* pixels = reinterpret_cast<float*>(input->data());
+  for (std::int64_t i = 0; i < input->numel(); ++i) pixels[i] = value(rng);
+  const teeny::TensorRef in[] = {teeny::TensorRef::of("x", *input)};
+  bool ok = static_cast<bool>(model->forward(in));  // warm: scratch grown, weights in cache
+  for (auto _ : state) ok = static_cast<bool>(model->forward(in)) && ok;
+  if (!ok) state.SkipWithError("forward failed");
+  state.counters["GFLOP/s"] = benchmark::Counter(s.flops() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  struct Algorithm {
+    const char* name;
+    teeny::ConvAlgorithm value;
+  };
+  std::vector<Algorithm> algorithms{{"auto", teeny::ConvAlgorithm::automatic}};
+  if (const char* all = std::getenv("TEENY_BENCH_ALGORITHMS"); all != nullptr && std::atoi(all) > 0) {
+    algorithms.insert(algorithms.end(), {{"implicit", teeny::ConvAlgorithm::implicit},
+                                         {"im2col", teeny::ConvAlgorithm::im2col},
+                                         {"transposed", teeny::ConvAlgorithm::transposed}});
+  }
+  for (const ConvShape& s : shapes) {
+    for (std::size_t threads : {1, 2}) {
+      for (const Algorithm& a : algorithms) {
+        const std::string name = std::string("conv/") + s.name + "/threads:" + std::to_string(threads) + "/" + a.name;
+        benchmark::RegisterBenchmark(
+            name.c_str(), [&s, threads, a](benchmark::State& state) { run_conv(state, s, threads, a.value); })
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
