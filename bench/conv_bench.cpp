@@ -1,5 +1,5 @@
 // ResNet-18's convolutions one at a time (batch 1), as GFLOP/s: where the model's time goes, per
-// layer shape, thread count and convolution algorithm.
+// layer shape, thread count and convolution algorithm; and its stem's 3x3 stride-2 max pool.
 //
 //   bench-conv                                        # every layer, automatic, 1 and 2 threads
 //   bench-conv --benchmark_filter='layer4.*/auto'     # one layer
@@ -66,6 +66,27 @@ void run_conv(benchmark::State& state, const ConvShape& s, std::size_t threads, 
   state.counters["GFLOP/s"] = benchmark::Counter(s.flops() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The stem's max pool: [1, 64, 112, 112] -> [1, 64, 56, 56], 3x3 windows at stride 2, padded by 1.
+void run_stem_pool(benchmark::State& state, std::size_t threads) {
+  teeny::GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {1, 64, 112, 112});
+  b.output("y", b.max_pool2d(x, 3, {.stride = teeny::Size2{2, 2}, .padding = {1, 1}}));
+  auto graph = std::move(b).build();
+  auto model =
+      graph ? teeny::load_cpu(*graph, {}, {.threads = threads}) : teeny::Result<teeny::CpuModel>(graph.error());
+  auto input = teeny::Tensor::zeros(teeny::DType::f32, {1, 64, 112, 112});
+  if (!model || !input) {
+    state.SkipWithError(model ? "cannot allocate the input" : model.error().to_string().c_str());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const teeny::TensorRef in[] = {teeny::TensorRef::of("x", *input)};
+  bool ok = static_cast<bool>(model->forward(in));
+  for (auto _ : state) ok = static_cast<bool>(model->forward(in)) && ok;
+  if (!ok) state.SkipWithError("forward failed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,6 +110,12 @@ int main(int argc, char** argv) {
             ->UseRealTime();
       }
     }
+  }
+  for (std::size_t threads : {1, 2}) {
+    const std::string name = "pool/stem/threads:" + std::to_string(threads);
+    benchmark::RegisterBenchmark(name.c_str(), [threads](benchmark::State& state) { run_stem_pool(state, threads); })
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -5,6 +5,9 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "math/window.hpp"
 export module teeny.cpu:pool;
@@ -128,6 +131,34 @@ float border_max(const float* const* r, const Window2d& w, const Planes& p, std:
   return acc;
 }
 
+// out[o] = max(v[2o], v[2o + 1], v[2o + 2]) for o in [begin, end), NaN-propagating: a 3-wide
+// window at stride 2 (ResNet's stem pool) along a row of vertical maxima. With SSE2, four outputs
+// at a time from the row split into even and odd columns in registers; it reads up to v[2 * end + 1].
+void max3_stride2(float* __restrict out, const float* __restrict v, std::int64_t begin, std::int64_t end) {
+  std::int64_t o = begin;
+#if defined(__SSE2__)
+  const auto nan_max = [](__m128 a, __m128 b) {
+    const __m128 m = _mm_max_ps(a, b);  // b where either is NaN
+    const __m128 a_nan = _mm_cmpunord_ps(a, a);
+    return _mm_or_ps(_mm_and_ps(a_nan, a), _mm_andnot_ps(a_nan, m));
+  };
+  for (; o + 4 <= end; o += 4) {
+    const float* p = v + 2 * o;
+    const __m128 lo = _mm_loadu_ps(p);       // v[2o .. 2o + 3]
+    const __m128 hi = _mm_loadu_ps(p + 4);   // v[2o + 4 .. 2o + 7]
+    const __m128 lo2 = _mm_loadu_ps(p + 2);  // v[2o + 2 .. 2o + 5]
+    const __m128 hi2 = _mm_loadu_ps(p + 6);  // v[2o + 6 .. 2o + 9]
+    const __m128 even = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m128 odd = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m128 next = _mm_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0));
+    _mm_storeu_ps(out + o, nan_max(nan_max(even, odd), next));
+  }
+#endif
+  for (; o < end; ++o) {
+    out[o] = math::max_pool_update(math::max_pool_update(v[2 * o], v[2 * o + 1]), v[2 * o + 2]);
+  }
+}
+
 using WindowRowsFn = void (*)(float*, const float* const*, std::int64_t, std::int64_t, std::int64_t);
 
 WindowRowsFn fixed_window(const Window2d& w) {
@@ -178,7 +209,9 @@ void run_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, NoSt
         }
       };
       for (std::int64_t ow = 0; ow < lo; ++ow) border(ow);
-      if (win.stride_w == 2) {
+      if (win.stride_w == 2 && win.kernel_w == 3 && win.dilation_w == 1) {
+        max3_stride2(out, rowmax - win.pad_w, lo, hi);
+      } else if (win.stride_w == 2) {
         // Even and odd columns apart, so that every tap reads one of them at unit stride: input
         // column 2 * ow + t is even[ow + t / 2] for an even t, odd[ow + (t - 1) / 2] for an odd one.
         float* __restrict even = rowmax + p.w;

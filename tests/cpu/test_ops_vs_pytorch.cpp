@@ -581,3 +581,63 @@ TEST_CASE("the f32 lowering refuses integer arithmetic instead of computing it i
   CHECK(model.error().code() == teeny::Errc::unsupported);
   CHECK(model.error().message().find("i64") != std::string::npos);
 }
+
+TEST_CASE("max pool 3x3 stride 2 over wide rows matches a direct reference, NaNs propagated") {
+  // Rows wide enough for the vectorised column pass (and its scalar tail), padding 0 and 1, odd
+  // and even sizes, and NaNs that must reach every window holding one (as in PyTorch).
+  for (const std::int64_t pad : {0, 1}) {
+    for (const std::int64_t width : {37, 64}) {
+      CAPTURE(pad);
+      CAPTURE(width);
+      constexpr std::int64_t C = 3, H = 9;
+      std::vector<float> xs = noise(C * H * width, 5.0f, 17);
+      xs[width + 10] = NAN;                 // channel 0, row 1, column 10
+      xs[2 * H * width + 4 * width] = NAN;  // channel 2, row 4, column 0
+      GraphBuilder b;
+      auto x = b.input("x", teeny::DType::f32, {1, C, H, width});
+      b.output("y", b.max_pool2d(x, 3, {.stride = teeny::Size2{2, 2}, .padding = {pad, pad}}));
+      auto graph = std::move(b).build();
+      REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+      auto model = teeny::load_cpu(*graph, {}, {.threads = 2});
+      REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+      auto tx = teeny::Tensor::from<float>(xs, {1, C, H, width});
+      REQUIRE(tx);
+      const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx)};
+      REQUIRE(model->forward(refs));
+      const std::int64_t ho = (H + 2 * pad - 3) / 2 + 1, wo = (width + 2 * pad - 3) / 2 + 1;
+      std::vector<double> expected;
+      for (std::int64_t c = 0; c < C; ++c) {
+        for (std::int64_t oh = 0; oh < ho; ++oh) {
+          for (std::int64_t ow = 0; ow < wo; ++ow) {
+            double m = -INFINITY;
+            for (std::int64_t i = 0; i < 3; ++i) {
+              for (std::int64_t j = 0; j < 3; ++j) {
+                const std::int64_t ih = 2 * oh - pad + i, iw = 2 * ow - pad + j;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= width) continue;
+                const double v = xs[(c * H + ih) * width + iw];
+                m = std::isnan(v) || std::isnan(m) ? NAN : std::max(m, v);
+              }
+            }
+            expected.push_back(m);
+          }
+        }
+      }
+      auto y = model->output("y");
+      REQUIRE(y);
+      auto got = y->as<const float>();
+      REQUIRE(got);
+      REQUIRE(got->numel() == static_cast<std::int64_t>(expected.size()));
+      std::int64_t nans = 0, bad = 0;
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        if (std::isnan(expected[i])) {
+          ++nans;
+          bad += std::isnan(got->data[i]) ? 0 : 1;
+        } else {
+          bad += got->data[i] == static_cast<float>(expected[i]) ? 0 : 1;
+        }
+      }
+      CHECK(nans >= 2);
+      CHECK(bad == 0);
+    }
+  }
+}
