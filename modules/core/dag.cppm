@@ -71,6 +71,17 @@ class Dag {
     return ok();
   }
 
+  /// Gives `node` one more operand slot, reading `source` (a fusion that adds an input to an op).
+  Result<void> add_input(NodeId node, NodeId source) {
+    if (node >= nodes_.size() || source >= nodes_.size()) {
+      return fail(Errc::out_of_range, "add_input: node #", node, " or source #", source, " does not exist (",
+                  nodes_.size(), " nodes)");
+    }
+    nodes_[node].inputs.push_back(source);
+    order_.reset();
+    return ok();
+  }
+
   std::size_t size() const { return nodes_.size(); }
   bool empty() const { return nodes_.empty(); }
   const Node& operator[](NodeId id) const { return nodes_[id]; }

@@ -22,6 +22,7 @@ module;
 #include <vector>
 
 #include "cpu/kernels/gemm.hpp"
+#include "math/elementwise.hpp"
 #include "math/window.hpp"
 export module teeny.cpu:conv;
 import teeny.core;
@@ -356,6 +357,19 @@ ConvScratch scratch_layout(const Geometry& g, const ConvState& state) {
   return l;
 }
 
+// out[i] = act(src[i] + residual[i]) for i in [0, n): a folded residual add and the activation after
+// it (none when `act` is inactive). `out` may be `src`.
+void add_residual(float* out, const float* src, const float* residual, std::int64_t n, const Epilogue& act) {
+  if (act.active && act.fn == UnaryFn::relu) {  // ResNet's: one vectorised pass
+    for (std::int64_t i = 0; i < n; ++i) out[i] = math::apply_unary(UnaryFn::relu, src[i] + residual[i], act.params);
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) out[i] = src[i] + residual[i];
+  if (act.active) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = math::apply_unary(act.fn, out[i], act.params);
+  }
+}
+
 // A folded BatchNorm's per-channel affine map, y = conv * scale + shift, computed in double:
 // scale = weight / sqrt(var + eps), shift = (bias - mean) * scale + norm_bias.
 struct NormFold {
@@ -453,6 +467,12 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   const float* bias = state.folded_bias.empty() ? args.bias.data : state.folded_bias.data();
   const float* depthwise_weights = state.folded_weight.empty() ? args.weight.data : state.folded_weight.data();
   float* y = args.y.data;
+  // A folded residual add: the sum, then the activation, where each part of y is finished (the
+  // GEMM's own epilogue then stops at the bias).
+  const float* residual = args.residual.data;
+  auto add_residual_to = [&](float* out, std::int64_t n) {
+    add_residual(out, out, residual + (out - y), n, args.epilogue);
+  };
   cpu::ThreadPool& pool = cpu.pool();
 
   if (state.depthwise) {
@@ -463,16 +483,19 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
         const std::int64_t o = plane % g.o;
         const float* in = x + (n * g.c + o / g.og) * g.h * g.w;
         depthwise_plane(in, depthwise_weights + o * khw, bias != nullptr ? bias[o] : 0.0f, y + plane * g.p, g, win);
+        if (residual != nullptr) add_residual_to(y + plane * g.p, g.p);
       }
     });
-    if (args.epilogue.active) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
+    if (args.epilogue.active && residual == nullptr) {
+      apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
+    }
     return;
   }
 
   const Columns mode = state.columns;
   cpu::Epilogue epilogue;
   epilogue.bias_axis = mode == Columns::transposed ? cpu::BiasAxis::column : cpu::BiasAxis::row;
-  const bool fused = gemm_activation(args.epilogue, epilogue.activation);
+  const bool fused = residual == nullptr && gemm_activation(args.epilogue, epilogue.activation);
   epilogue.slope = args.epilogue.params.alpha;
   const ConvScratch& layout = state.scratch;
   const std::int64_t qw = state.phases.qw;
@@ -507,6 +530,10 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       case Columns::transposed: cpu::sgemm({p, og, k}, cols, p, true, w, result, og, e, pool); break;
     }
   };
+  // Adds the residual to output channels [begin, end) of task t, which its GEMM wrote in place.
+  auto finish_in_place = [&](std::int64_t t, std::int64_t begin, std::int64_t end) {
+    if (residual != nullptr) add_residual_to(output(t) + begin * g.p, (end - begin) * g.p);
+  };
   // Output rows [oh0, oh1) of implicit task t from its phase planes `cols`: the GEMM over those
   // rows' wide columns, into `result` (compact, og x (oh1 - oh0) * qw) and then cut, or straight
   // into the output when the planes are exactly Wo wide.
@@ -521,13 +548,20 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
     float* out = output(t);
     if (result == nullptr) {
       cpu::sgemm(shape, w, rows, out + oh0 * g.wo, static_cast<std::size_t>(g.p), e, pool);
+      if (residual == nullptr) return;
+      for (std::int64_t o = 0; o < g.og; ++o) add_residual_to(out + o * g.p + oh0 * g.wo, (oh1 - oh0) * g.wo);
       return;
     }
     cpu::sgemm(shape, w, rows, result, n, e, pool);
     for (std::int64_t o = 0; o < g.og; ++o) {
       for (std::int64_t oh = oh0; oh < oh1; ++oh) {
-        std::memcpy(out + o * g.p + oh * g.wo, result + o * static_cast<std::int64_t>(n) + (oh - oh0) * qw,
-                    static_cast<std::size_t>(g.wo) * sizeof(float));
+        float* dst = out + o * g.p + oh * g.wo;
+        const float* src = result + o * static_cast<std::int64_t>(n) + (oh - oh0) * qw;
+        if (residual != nullptr) {
+          add_residual(dst, src, residual + (dst - y), g.wo, args.epilogue);
+        } else {
+          std::memcpy(dst, src, static_cast<std::size_t>(g.wo) * sizeof(float));
+        }
       }
     }
   };
@@ -536,6 +570,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
     float* out = output(t);
     for (std::int64_t o = begin; o < end; ++o) {
       for (std::int64_t i = 0; i < g.p; ++i) out[o * g.p + i] = result[i * g.og + o];
+      if (residual != nullptr) add_residual_to(out + o * g.p, g.p);
     }
   };
 
@@ -550,7 +585,11 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       if (mode != Columns::input) make_columns(t, cols, 0, columns_units);
       if (mode == Columns::implicit) return implicit_band(t, cols, result, 0, g.ho);
       gemm(t, cols, result);
-      if (result != nullptr) finish(t, result, 0, g.og);
+      if (result != nullptr) {
+        finish(t, result, 0, g.og);
+      } else {
+        finish_in_place(t, 0, g.og);
+      }
     });
   } else if (mode == Columns::implicit) {
     // Few GEMMs (batch 1), implicit: each thread copies the plane rows its band of output rows
@@ -583,10 +622,12 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       gemm(t, cols, result);
       if (result != nullptr) {
         parallel_chunks(cpu, g.og, g.p, [&](std::int64_t begin, std::int64_t end) { finish(t, result, begin, end); });
+      } else if (residual != nullptr) {
+        parallel_chunks(cpu, g.og, g.p, [&](std::int64_t begin, std::int64_t end) { finish_in_place(t, begin, end); });
       }
     }
   }
-  if (!fused) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
+  if (!fused && residual == nullptr) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
 }
 
 }  // namespace teeny

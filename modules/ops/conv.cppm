@@ -10,6 +10,10 @@
 // slots `norm.weight`, `norm.bias`, `norm.running_mean`, `norm.running_var` and
 // `norm.num_batches_tracked`, which load from the BatchNorm's own state_dict keys; the kernel
 // scales its weights and shifts its bias once, at load.
+//
+// A residual connection added right after it (ResNet's `out += identity`) may be folded in too
+// (fold_residual_add sets `residual`): the op then reads a second input of the output's shape,
+// y = act(conv(x) + residual), the activation applied after the sum.
 module;
 #include <cstddef>
 #include <cstdint>
@@ -44,9 +48,10 @@ struct ConvArgs {
   TensorView<const T> norm_mean;
   TensorView<const T> norm_var;
   double norm_eps = 0.0;
+  TensorView<const T> residual;  // as y, added before the epilogue's activation; or empty
   auto fields() const {
-    return std::tie(x, weight, bias, y, window, groups, epilogue, norm_weight, norm_bias, norm_mean, norm_var,
-                    norm_eps);
+    return std::tie(x, weight, bias, y, window, groups, epilogue, norm_weight, norm_bias, norm_mean, norm_var, norm_eps,
+                    residual);
   }
 };
 
@@ -62,6 +67,8 @@ struct conv_op {
   Epilogue epilogue{};
   /// The BatchNorm folded into this convolution (eval mode, running statistics), if any.
   std::optional<BatchNorm> norm{};
+  /// Whether a residual (input 1, of the output's shape) is added before the activation.
+  bool residual = false;
 
   static conv_op from(const Conv1d& c, OpOutput out) {
     return {Conv2d{c.in_channels,
@@ -81,7 +88,7 @@ struct conv_op {
   DType output_dtype() const { return dtype_of<T>; }
   KernelInstance kernel() const { return {{"conv", "teeny_conv", ""}, std::nullopt}; }
 
-  std::size_t n_activation_inputs() const { return 1; }
+  std::size_t n_activation_inputs() const { return residual ? 2 : 1; }
   std::span<const std::string_view> param_names() const {
     // The convolution's slots, then a folded BatchNorm's (its weight and bias when affine).
     static constexpr std::string_view with_bias[] = {"weight",
@@ -131,6 +138,17 @@ struct conv_op {
     auto norm_mean = optional_param_view<const T>(b, first_stat, norm.has_value());
     auto norm_var = optional_param_view<const T>(b, first_stat + 1, norm.has_value());
     if (auto e = first_error(norm_weight, norm_bias, norm_mean, norm_var)) return *e;
+    TensorView<const T> added{};
+    if (residual) {
+      auto r = input_view<const T>(b, 1);
+      if (!r) return std::move(r).error();
+      auto r4 = contiguous_as(*r, as_nchw(y->shape), "residual");
+      if (!r4) return std::move(r4).error();
+      if (r->shape != y->shape) {
+        return fail(Errc::shape_mismatch, "residual ", r->shape, " is not the output's shape ", y->shape);
+      }
+      added = *r4;
+    }
     auto x4 = contiguous_as(*x, as_nchw(x->shape), "input");
     auto w4 = contiguous_as(*w, {attrs.out_channels, attrs.in_channels / attrs.groups, attrs.kernel.h, attrs.kernel.w},
                             "weight");
@@ -139,7 +157,8 @@ struct conv_op {
     const Window2d window{attrs.kernel.h,  attrs.kernel.w,  attrs.stride.h,   attrs.stride.w,
                           attrs.padding.h, attrs.padding.w, attrs.dilation.h, attrs.dilation.w};
     return Args{*x4,      *w4,          *bias,      *y4,        window,    attrs.groups,
-                epilogue, *norm_weight, *norm_bias, *norm_mean, *norm_var, norm ? norm->eps : 0.0};
+                epilogue, *norm_weight, *norm_bias, *norm_mean, *norm_var, norm ? norm->eps : 0.0,
+                added};
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }

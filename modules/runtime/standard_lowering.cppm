@@ -1,11 +1,12 @@
 // teeny.runtime:standard_lowering — Graph -> Dag<standard_ops<T>> for inference.
 //
-// standard_node_lowering<T> maps each graph op to its executable op, keeping every attribute. Two
+// standard_node_lowering<T> maps each graph op to its executable op, keeping every attribute. Three
 // middlewares fuse on top of it, each delegating what it does not fuse to its base:
 // fold_batch_norm<Base> folds an eval-mode BatchNorm into the convolution before it (the weights
-// are scaled at load), and fuse_activations<Base> folds an activation into the Linear, Conv,
-// BatchNorm or elementwise binary op before it (one pass with bias + activation). standard_lowering<T> is the three
-// together, as a whole-graph Lowering.
+// are scaled at load), fold_residual_add<Base> folds a residual add into the convolution that
+// computes one of its operands, and fuse_activations<Base> folds an activation into the Linear,
+// Conv, BatchNorm or elementwise binary op before it (one pass with bias + activation).
+// standard_lowering<T> is the four together, as a whole-graph Lowering.
 //
 //   auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::inference);
 module;
@@ -249,12 +250,56 @@ struct fold_batch_norm {
   }
 };
 
-/// The standard lowering for element type T: standard ops, batch norms folded into convolutions
-/// and activations fused where they can be.
+/// Middleware: an elementwise add of two same-shape values, one of them computed by a convolution
+/// read nowhere else (after any BatchNorm folded into it), is folded into that convolution as a
+/// residual input: ResNet's `out = bn2(conv2(...)); out += identity` becomes one conv step, whose
+/// activation (a ReLU after the add, fused next by fuse_activations) comes after the sum.
+/// Everything else goes to `Base`.
+template <class Base>
+struct fold_residual_add {
+  using op_set = typename Base::op_set;
+  Base base;
+  const Base* base_lowering() const { return &base; }
+
+  Result<bool> lower_node(LoweringContext<op_set>& ctx, NodeId g) const {
+    const Graph& graph = ctx.graph();
+    const auto& node = graph.dag()[g];
+    const auto* add = std::get_if<Binary>(&node.op.op);
+    if (add == nullptr || add->op != BinaryOp::add || node.inputs.size() != 2) return base.lower_node(ctx, g);
+    // No broadcasting: both operands have the sum's shape.
+    for (const NodeId in : node.inputs) {
+      if (graph.dag()[in].op.type != node.op.type) return base.lower_node(ctx, g);
+    }
+    for (std::size_t slot = 0; slot < 2; ++slot) {
+      const NodeId conv_node = ctx.input(g, slot);
+      const NodeId other = ctx.input(g, 1 - slot);
+      if (conv_node == other || !ctx.foldable(conv_node)) continue;
+      bool folded = false;
+      std::visit(
+          [&](auto& op) {
+            if constexpr (requires { op.residual; }) {
+              if (!op.residual && !op.epilogue.active) {
+                op.residual = true;
+                folded = true;
+              }
+            }
+          },
+          ctx.dag()[conv_node].op);
+      if (!folded) continue;
+      if (auto added = ctx.dag().add_input(conv_node, other); !added) return std::move(added).error();
+      ctx.alias(g, conv_node);
+      return true;
+    }
+    return base.lower_node(ctx, g);
+  }
+};
+
+/// The standard lowering for element type T: standard ops, batch norms and residual adds folded
+/// into convolutions and activations fused where they can be.
 template <FloatElement T>
 struct standard_lowering {
   using op_set = standard_ops<T>;
-  fuse_activations<fold_batch_norm<standard_node_lowering<T>>> nodes{};
+  fuse_activations<fold_residual_add<fold_batch_norm<standard_node_lowering<T>>>> nodes{};
 
   Result<Lowered<op_set>> lower(const Graph& graph, LoweringMode mode) const {
     if (mode != LoweringMode::inference) {

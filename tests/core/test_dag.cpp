@@ -53,6 +53,19 @@ TEST_CASE("topological order follows rewired edges and is recomputed after a cha
   CHECK_FALSE(dag.set_input(b, 1, a));  // b has one slot
 }
 
+TEST_CASE("an added operand slot reads its source, which the order then puts first") {
+  Dag<Op> dag;
+  const NodeId a = *dag.add(Op::input, {}, "a");
+  const NodeId b = *dag.add(Op::relu, {a}, "b");
+  const NodeId c = *dag.add(Op::relu, {a}, "c");  // added after b
+  CHECK(to_vector(*dag.topological_order()) == std::vector<NodeId>{a, b, c});
+  REQUIRE(dag.add_input(b, c));  // b (a folded residual add) now also reads c
+  CHECK(dag[b].inputs == std::vector<NodeId>{a, c});
+  CHECK(to_vector(*dag.topological_order()) == std::vector<NodeId>{a, c, b});
+  CHECK_FALSE(dag.add_input(b, 7));
+  CHECK(dag[b].inputs.size() == 2);
+}
+
 TEST_CASE("a cycle is an error naming the nodes on it, in data-flow order") {
   Dag<Op> dag;
   const NodeId x = *dag.add(Op::input, {}, "x");

@@ -133,10 +133,11 @@ TEST_CASE("LeNet loads a PyTorch state_dict strictly and reproduces its logits")
 TEST_CASE("ResNet-18 loads a PyTorch state_dict strictly and reproduces its logits") {
   const ModelFixture fx = fixture("resnet18");
   const teeny::Graph graph = resnet18();
-  // Every BatchNorm folded into the conv before it and every ReLU fused into its producer: stem
-  // conv1+bn1+relu, maxpool; 8 blocks of conv1+bn1+relu, conv2+bn2, add+relu and 3 downsamples of
-  // conv+bn; avgpool, flatten, fc. The folded BatchNorms still load by their own keys (strict).
-  constexpr std::size_t steps = 2 + 8 * 3 + 3 + 3;
+  // Every BatchNorm and residual add folded into the conv before it and every ReLU fused into its
+  // producer: stem conv1+bn1+relu, maxpool; 8 blocks of conv1+bn1+relu and conv2+bn2+add+relu, 3
+  // downsamples of conv+bn; avgpool, flatten, fc. The folded BatchNorms still load by their own
+  // keys (strict).
+  constexpr std::size_t steps = 2 + 8 * 2 + 3 + 3;
   for (std::size_t threads : {1, 2}) {
     for (std::int64_t times : {1, 2}) {
       const Errors e = run_against_pytorch(graph, fx, threads, times, 1e-4, 1e-5, steps);

@@ -212,6 +212,93 @@ TEST_CASE("a BatchNorm1d after a Conv1d is folded too") {
   fixtures::check_near(*model->output("y"), batch_norm_reference(conv, 2, 4, p, "bn", true, 1e-5), 1e-5, 1e-5);
 }
 
+TEST_CASE("a residual add after a convolution is folded into it, its activation after the sum") {
+  struct Case {
+    const char* what;
+    ConvGeometry g;
+    teeny::ConvAlgorithm algorithm;
+    bool batch_norm;
+  };
+  using A = teeny::ConvAlgorithm;
+  const Case cases[] = {
+      {"3x3 padded, implicit (rows cut to Wo)", {2, 4, 9, 9, 4, 3, 3, 1, 1, 1}, A::implicit, true},
+      {"3x3 padded, batch 1, implicit (bands)", {1, 8, 12, 12, 8, 3, 3, 1, 1, 1}, A::implicit, true},
+      {"3x3 unpadded stride 1, implicit in place", {1, 3, 9, 7, 5, 3, 1, 1, 0, 1}, A::implicit, false},
+      {"3x3 padded, im2col", {2, 4, 9, 9, 4, 3, 3, 1, 1, 1}, A::im2col, true},
+      {"3x3 padded, batch 1, im2col", {1, 4, 9, 9, 4, 3, 3, 1, 1, 1}, A::im2col, false},
+      {"3x3 padded, transposed", {1, 16, 7, 7, 16, 3, 3, 1, 1, 1}, A::transposed, true},
+      {"3x3 padded, batch 2, transposed", {2, 16, 7, 7, 16, 3, 3, 1, 1, 1}, A::transposed, true},
+      {"1x1, the input as it is", {2, 6, 5, 5, 6, 1, 1, 1, 0, 1}, A::automatic, true},
+      {"depthwise", {2, 5, 8, 8, 5, 3, 3, 1, 1, 5}, A::automatic, true},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.what;
+    CAPTURE(what);
+    const ConvGeometry& g = c.g;
+    for (const bool conv_first : {true, false}) {
+      CAPTURE(conv_first);
+      GraphBuilder b;
+      auto x = b.input("x", teeny::DType::f32, {g.n, g.c, g.h, g.w});
+      auto r = b.input("r", teeny::DType::f32, {g.n, g.o, g.ho(), g.wo()});
+      auto y = b.conv2d(x, g.o, {g.kh, g.kw},
+                        {.stride = {g.stride, g.stride}, .padding = {g.pad, g.pad}, .groups = g.groups, .bias = true})
+                   .named("conv");
+      if (c.batch_norm) y = b.batch_norm2d(y).named("bn");
+      b.output("y", b.relu(conv_first ? b.add(y, r) : b.add(r, y)));
+      auto graph = std::move(b).build();
+      REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+      for (std::size_t threads : {1, 2}) {
+        CAPTURE(threads);
+        auto model = teeny::load_cpu(*graph, {}, {.threads = threads, .conv = c.algorithm});
+        REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+        CHECK(model->stats().steps == 1);  // conv (+ batch norm) + add + relu
+        const auto p = load_random_weights(*model, 13, "fold_residual.safetensors");
+        std::vector<float> fx, fr;
+        const auto xs = random_input(*teeny::Tensor::zeros(teeny::DType::f32, {g.n, g.c, g.h, g.w}), 3, fx);
+        const auto rs = random_input(*teeny::Tensor::zeros(teeny::DType::f32, {g.n, g.o, g.ho(), g.wo()}), 8, fr);
+        auto tx = teeny::Tensor::from<float>(fx, {g.n, g.c, g.h, g.w});
+        auto tr = teeny::Tensor::from<float>(fr, {g.n, g.o, g.ho(), g.wo()});
+        REQUIRE((tx && tr));
+        const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx), teeny::TensorRef::of("r", *tr)};
+        REQUIRE(model->forward(refs));
+        auto expected = conv_reference(g, xs, p.at("conv.weight"), p.at("conv.bias"));
+        if (c.batch_norm) expected = batch_norm_reference(expected, g.n, g.o, p, "bn", true, 1e-5);
+        for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += rs[i];
+        fixtures::check_near(*model->output("y"), relu(expected), 1e-5, 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("a residual add with another activation, or none, after a folded convolution") {
+  const ConvGeometry g{1, 4, 6, 6, 4, 3, 3, 1, 1, 1};
+  for (const bool leaky : {true, false}) {
+    CAPTURE(leaky);
+    GraphBuilder b;
+    auto x = b.input("x", teeny::DType::f32, {g.n, g.c, g.h, g.w});
+    auto sum = b.add(b.conv2d(x, g.o, 3, {.padding = {1, 1}}).named("conv"), x);
+    b.output("y", leaky ? b.leaky_relu(sum, 0.25) : sum);
+    auto graph = std::move(b).build();
+    REQUIRE(graph);
+    auto model = teeny::load_cpu(*graph, {});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    CHECK(model->stats().steps == 1);
+    const auto p = load_random_weights(*model, 5, "fold_residual_act.safetensors");
+    std::vector<float> fx;
+    const auto xs = random_input(*teeny::Tensor::zeros(teeny::DType::f32, {g.n, g.c, g.h, g.w}), 6, fx);
+    auto tx = teeny::Tensor::from<float>(fx, {g.n, g.c, g.h, g.w});
+    REQUIRE(tx);
+    const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx)};
+    REQUIRE(model->forward(refs));
+    auto expected = conv_reference(g, xs, p.at("conv.weight"), p.at("conv.bias"));
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      expected[i] += xs[i];
+      if (leaky && expected[i] < 0) expected[i] *= 0.25;
+    }
+    fixtures::check_near(*model->output("y"), expected, 1e-5, 1e-5);
+  }
+}
+
 TEST_CASE("an activation after an elementwise binary op runs in the same pass") {
   // Same shapes (a residual add: the flat loop) and a broadcast (the row loop), each large enough
   // to be split over both threads.
@@ -307,6 +394,16 @@ TEST_CASE("nothing is fused where another reader would see the fused value") {
       }
       fixtures::check_near(*model.output("y"), y, 1e-5, 1e-5);
     });
+  }
+  SUBCASE("an add that broadcasts, or whose convolution is read elsewhere, or adds it to itself") {
+    const auto graph = build([](GraphBuilder& b, teeny::Value conv) {
+      auto bias = b.input("bias", teeny::DType::f32, {3, 1, 1});  // per output channel
+      b.output("broadcast", b.add(conv, bias));
+      b.output("twice", b.add(conv, conv));
+    });
+    auto model = teeny::load_cpu(graph, {});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    CHECK(model->stats().steps == 3);  // conv, and both adds on their own
   }
   SUBCASE("a ReLU after a Dropout whose input is read elsewhere") {
     // The Dropout is the identity: its DAG node is the convolution's, which "conv" also reads.
