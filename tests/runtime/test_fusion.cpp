@@ -123,11 +123,18 @@ std::vector<double> relu(std::vector<double> y) {
   return y;
 }
 
-std::vector<double> random_input(const teeny::Tensor& x, std::uint32_t seed, std::vector<float>& floats) {
+// A random input: the values (exact floats in [-2, 2)) for the reference, and the tensor.
+struct RandomInput {
+  std::vector<double> values;
+  teeny::Tensor tensor;
+};
+RandomInput random_input(const teeny::ConcreteShape& shape, std::uint32_t seed) {
   Noise noise{seed};
-  floats.resize(static_cast<std::size_t>(x.numel()));
+  std::vector<float> floats(static_cast<std::size_t>(shape.numel()));
   for (float& v : floats) v = static_cast<float>(noise(-2.0, 2.0));
-  return {floats.begin(), floats.end()};
+  auto tensor = teeny::Tensor::from<float>(floats, shape);
+  REQUIRE(tensor);
+  return {{floats.begin(), floats.end()}, std::move(*tensor)};
 }
 
 std::vector<double> bias_or_none(const std::map<std::string, std::vector<double>>& p, const std::string& key) {
@@ -177,14 +184,10 @@ TEST_CASE("a BatchNorm after a convolution is folded into it and still loads by 
       CHECK(keys_of(*model) == expected);
 
       const auto p = load_random_weights(*model, 11, "fold_batch_norm.safetensors");
-      const teeny::Tensor input = *teeny::Tensor::zeros(teeny::DType::f32, {g.n, g.c, g.h, g.w});
-      std::vector<float> floats;
-      const std::vector<double> xs = random_input(input, 5, floats);
-      auto tx = teeny::Tensor::from<float>(floats, input.shape());
-      REQUIRE(tx);
-      const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx)};
+      const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 5);
+      const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
       REQUIRE(model->forward(refs));
-      const auto conv = conv_reference(g, xs, p.at("conv.weight"), bias_or_none(p, "conv.bias"));
+      const auto conv = conv_reference(g, input.values, p.at("conv.weight"), bias_or_none(p, "conv.bias"));
       fixtures::check_near(*model->output("y"), relu(batch_norm_reference(conv, g.n, g.o, p, "bn", c.affine, eps)),
                            1e-5, 1e-5);
     }
@@ -201,14 +204,11 @@ TEST_CASE("a BatchNorm1d after a Conv1d is folded too") {
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
   CHECK(model->stats().steps == 1);
   const auto p = load_random_weights(*model, 3, "fold_batch_norm1d.safetensors");
-  std::vector<float> floats;
-  const std::vector<double> xs = random_input(*teeny::Tensor::zeros(teeny::DType::f32, {2, 3, 11}), 9, floats);
-  auto tx = teeny::Tensor::from<float>(floats, {2, 3, 11});
-  REQUIRE(tx);
-  const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx)};
+  const RandomInput input = random_input({2, 3, 11}, 9);
+  const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
   REQUIRE(model->forward(refs));
   const ConvGeometry g{2, 3, 1, 11, 4, 1, 3, 2, 0, 1};  // a Conv1d is a Conv2d one row high
-  const auto conv = conv_reference(g, xs, p.at("conv.weight"), p.at("conv.bias"));
+  const auto conv = conv_reference(g, input.values, p.at("conv.weight"), p.at("conv.bias"));
   fixtures::check_near(*model->output("y"), batch_norm_reference(conv, 2, 4, p, "bn", true, 1e-5), 1e-5, 1e-5);
 }
 
@@ -253,17 +253,14 @@ TEST_CASE("a residual add after a convolution is folded into it, its activation 
         REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
         CHECK(model->stats().steps == 1);  // conv (+ batch norm) + add + relu
         const auto p = load_random_weights(*model, 13, "fold_residual.safetensors");
-        std::vector<float> fx, fr;
-        const auto xs = random_input(*teeny::Tensor::zeros(teeny::DType::f32, {g.n, g.c, g.h, g.w}), 3, fx);
-        const auto rs = random_input(*teeny::Tensor::zeros(teeny::DType::f32, {g.n, g.o, g.ho(), g.wo()}), 8, fr);
-        auto tx = teeny::Tensor::from<float>(fx, {g.n, g.c, g.h, g.w});
-        auto tr = teeny::Tensor::from<float>(fr, {g.n, g.o, g.ho(), g.wo()});
-        REQUIRE((tx && tr));
-        const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx), teeny::TensorRef::of("r", *tr)};
+        const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 3);
+        const RandomInput res = random_input({g.n, g.o, g.ho(), g.wo()}, 8);
+        const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor),
+                                         teeny::TensorRef::of("r", res.tensor)};
         REQUIRE(model->forward(refs));
-        auto expected = conv_reference(g, xs, p.at("conv.weight"), p.at("conv.bias"));
+        auto expected = conv_reference(g, input.values, p.at("conv.weight"), p.at("conv.bias"));
         if (c.batch_norm) expected = batch_norm_reference(expected, g.n, g.o, p, "bn", true, 1e-5);
-        for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += rs[i];
+        for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += res.values[i];
         fixtures::check_near(*model->output("y"), relu(expected), 1e-5, 1e-5);
       }
     }
@@ -284,15 +281,12 @@ TEST_CASE("a residual add with another activation, or none, after a folded convo
     REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
     CHECK(model->stats().steps == 1);
     const auto p = load_random_weights(*model, 5, "fold_residual_act.safetensors");
-    std::vector<float> fx;
-    const auto xs = random_input(*teeny::Tensor::zeros(teeny::DType::f32, {g.n, g.c, g.h, g.w}), 6, fx);
-    auto tx = teeny::Tensor::from<float>(fx, {g.n, g.c, g.h, g.w});
-    REQUIRE(tx);
-    const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx)};
+    const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 6);
+    const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
     REQUIRE(model->forward(refs));
-    auto expected = conv_reference(g, xs, p.at("conv.weight"), p.at("conv.bias"));
+    auto expected = conv_reference(g, input.values, p.at("conv.weight"), p.at("conv.bias"));
     for (std::size_t i = 0; i < expected.size(); ++i) {
-      expected[i] += xs[i];
+      expected[i] += input.values[i];
       if (leaky && expected[i] < 0) expected[i] *= 0.25;
     }
     fixtures::check_near(*model->output("y"), expected, 1e-5, 1e-5);
@@ -321,13 +315,11 @@ TEST_CASE("an activation after an elementwise binary op runs in the same pass") 
     auto model = teeny::load_cpu(*graph, {}, {.threads = 2});
     REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
     CHECK(model->stats().steps == 2);  // add+relu, sub+leaky_relu
-    std::vector<float> fa, fb;
-    const auto xa = random_input(*teeny::Tensor::zeros(teeny::DType::f32, c.a), 1, fa);
-    const auto xb = random_input(*teeny::Tensor::zeros(teeny::DType::f32, c.b), 2, fb);
-    auto ta = teeny::Tensor::from<float>(fa, c.a);
-    auto tb = teeny::Tensor::from<float>(fb, c.b);
-    REQUIRE((ta && tb));
-    const teeny::TensorRef refs[] = {teeny::TensorRef::of("a", *ta), teeny::TensorRef::of("b", *tb)};
+    const RandomInput ra = random_input(c.a, 1);
+    const RandomInput rb = random_input(c.b, 2);
+    const std::vector<double>& xa = ra.values;
+    const std::vector<double>& xb = rb.values;
+    const teeny::TensorRef refs[] = {teeny::TensorRef::of("a", ra.tensor), teeny::TensorRef::of("b", rb.tensor)};
     REQUIRE(model->forward(refs));
     std::vector<double> relu_sum, leaky_diff;
     for (std::size_t i = 0; i < xa.size(); ++i) {
@@ -356,12 +348,10 @@ TEST_CASE("nothing is fused where another reader would see the fused value") {
     REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
     CHECK(model->stats().steps == steps);
     const auto p = load_random_weights(*model, 21, "no_fusion.safetensors");
-    std::vector<float> floats;
-    const auto xs = random_input(*teeny::Tensor::zeros(teeny::DType::f32, {g.n, g.c, g.h, g.w}), 4, floats);
-    auto tx = teeny::Tensor::from<float>(floats, {g.n, g.c, g.h, g.w});
-    const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *tx)};
+    const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 4);
+    const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
     REQUIRE(model->forward(refs));
-    check(*model, p, conv_reference(g, xs, p.at("conv.weight"), p.at("conv.bias")));
+    check(*model, p, conv_reference(g, input.values, p.at("conv.weight"), p.at("conv.bias")));
   };
 
   SUBCASE("the convolution's output is also a graph output") {
