@@ -190,7 +190,8 @@ void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols,
   }
 }
 
-// Channels [c_begin, c_end) of the phase planes of one image's group (`x`: its first channel).
+// Channels [c_begin, c_end), plane rows [q_begin, q_end) of the phase planes of one image's group (`x`: its
+// first channel).
 void fill_phases(const float* x, const Geometry& g, const Window2d& win, const PhasePlanes& ph, float* planes,
                  std::int64_t c_begin, std::int64_t c_end, std::int64_t q_begin, std::int64_t q_end) {
   const std::int64_t plane = ph.qh * ph.qw;
@@ -502,16 +503,11 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   // Task t is image t / groups, group t % groups.
   auto input = [&](std::int64_t t) { return x + ((t / g.groups) * g.c + (t % g.groups) * g.cg) * g.h * g.w; };
   auto output = [&](std::int64_t t) { return y + ((t / g.groups) * g.o + (t % g.groups) * g.og) * g.p; };
-  // Makes task t's columns in `cols`: units [begin, end) of columns_units (channels of the phase
-  // planes, or rows of the im2col matrix).
-  const std::int64_t columns_units = mode == Columns::implicit ? g.cg : g.k;
-  auto make_columns = [&](std::int64_t t, float* cols, std::int64_t begin, std::int64_t end) {
-    if (mode == Columns::implicit) {
-      fill_phases(input(t), g, win, state.phases, cols, begin, end, 0, state.phases.qh);
-      if (end == g.cg) zero(cols + state.phases.floats - qw, qw);  // the slack the last windows read
-    } else {
-      im2col(input(t), g, win, cols, begin, end);
-    }
+  // Implicit: task t's phase planes in `cols`, plane rows [q_begin, q_end) of every channel, and
+  // the slack the last windows read.
+  auto fill_planes = [&](std::int64_t t, float* cols, std::int64_t q_begin, std::int64_t q_end) {
+    fill_phases(input(t), g, win, state.phases, cols, 0, g.cg, q_begin, q_end);
+    zero(cols + state.phases.floats - qw, qw);
   };
   // Runs task t's GEMM unless implicit (implicit_band): into the output, or transposed into
   // `result` for finish() to place.
@@ -582,8 +578,11 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
       const auto t = static_cast<std::int64_t>(task);
       float* cols = cpu.scratch(worker);
       float* result = layout.result != 0 ? cols + layout.result : nullptr;
-      if (mode != Columns::input) make_columns(t, cols, 0, columns_units);
-      if (mode == Columns::implicit) return implicit_band(t, cols, result, 0, g.ho);
+      if (mode == Columns::implicit) {
+        fill_planes(t, cols, 0, state.phases.qh);
+        return implicit_band(t, cols, result, 0, g.ho);
+      }
+      if (mode != Columns::input) im2col(input(t), g, win, cols, 0, g.k);
       gemm(t, cols, result);
       if (result != nullptr) {
         finish(t, result, 0, g.og);
@@ -604,8 +603,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
         const std::int64_t oh1 = g.ho * static_cast<std::int64_t>(band + 1) / threads;
         if (oh0 == oh1) return;
         float* cols = cpu.scratch(worker);
-        fill_phases(input(t), g, win, state.phases, cols, 0, g.cg, oh0, std::min(state.phases.qh, oh1 + reach + 1));
-        zero(cols + state.phases.floats - qw, qw);
+        fill_planes(t, cols, oh0, std::min(state.phases.qh, oh1 + reach + 1));
         implicit_band(t, cols, layout.result != 0 ? cols + layout.result : nullptr, oh0, oh1);
       });
     }
@@ -617,7 +615,7 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
     for (std::int64_t t = 0; t < tasks; ++t) {
       if (mode != Columns::input) {
         parallel_chunks(cpu, g.k, g.p,
-                        [&](std::int64_t begin, std::int64_t end) { make_columns(t, cols, begin, end); });
+                        [&](std::int64_t begin, std::int64_t end) { im2col(input(t), g, win, cols, begin, end); });
       }
       gemm(t, cols, result);
       if (result != nullptr) {
