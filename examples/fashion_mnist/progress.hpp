@@ -16,8 +16,8 @@
 //   epoch 2/10  loss 0.4123  acc 85.12%  5321 img/s  00:12  test loss 0.3812  acc 86.41%
 // Accuracies are fractions (0..1), shown as percentages. The epoch clock starts at construction, at
 // each finish_epoch() and at start_epoch(); the ETA (rest of the epoch) is its average step time so
-// far times the steps left, and the epoch time in the summary runs to the epoch's last update(). No allocation: lines
-// are formatted into a fixed buffer.
+// far times the steps left, and the epoch time in the summary runs to the epoch's last update().
+// No allocation: lines are formatted into a fixed buffer.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -36,10 +36,12 @@ class ProgressBar {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// Draws on `out` (default stdout). `interactive` is detected with isatty unless `force` says otherwise
-  /// (0: detect, 1: always the live line, -1: always plain lines).
-  explicit ProgressBar(std::FILE* out = stdout, int force = 0) : out_(out), epoch_start_(Clock::now()) {
-    interactive_ = force != 0 ? force > 0 : ::isatty(::fileno(out)) != 0;
+  /// automatic: the live line when `out` is a terminal (isatty), else plain lines.
+  enum class Mode { automatic, live, plain };
+
+  /// Draws on `out` (default stdout).
+  explicit ProgressBar(std::FILE* out = stdout, Mode mode = Mode::automatic) : out_(out), epoch_start_(Clock::now()) {
+    interactive_ = mode == Mode::automatic ? ::isatty(::fileno(out)) != 0 : mode == Mode::live;
   }
 
   ProgressBar(const ProgressBar&) = delete;
