@@ -13,6 +13,7 @@ module;
 
 #include "cpu/kernels/thread_pool.hpp"
 export module teeny.cpu:context;
+import teeny.model; // RunPhase
 
 export namespace teeny {
 
@@ -65,6 +66,10 @@ class CpuContext {
     }
     return true;
   }
+  /// The phase the next kernels run in (see RunPhase); inference models stay in eval.
+  const RunPhase& phase() const { return phase_; }
+  void set_phase(const RunPhase& phase) { phase_ = phase; }
+
   /// Worker `worker`'s scratch (reserve_scratch bytes; nullptr before any reservation).
   float* scratch(std::size_t worker) const { return worker < scratch_.size() ? scratch_[worker].get() : nullptr; }
 
@@ -78,6 +83,7 @@ class CpuContext {
   std::unique_ptr<cpu::ThreadPool> pool_;  // not movable itself; the context is
   std::vector<Scratch> scratch_;           // one block per worker
   std::size_t scratch_bytes_ = 0;
+  RunPhase phase_{};
 };
 
 /// Calls fn(begin, end) on contiguous chunks of [0, n) items, spread over the pool when there is

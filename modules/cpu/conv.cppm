@@ -72,6 +72,17 @@ struct ConvState {
 Result<ConvState> prepare_kernel(const conv_op<float>& op, const ConvArgs<float>& args, CpuContext& cpu);
 void run_kernel(const conv_op<float>& op, const ConvArgs<float>& args, ConvState& state, CpuContext& cpu);
 
+#if TEENY_TRAINING
+/// After the weight changed (an optimizer step): repacks it in place, allocating nothing. A
+/// folded BatchNorm cannot be refreshed (the training lowering folds none).
+Result<void> refresh_kernel(const conv_op<float>& op, const ConvArgs<float>& args, ConvState& state, CpuContext& cpu);
+/// The backward runs image by image and group by group on the im2col matrix: dW_g += dz_g cols^T,
+/// dcols = W_g^T dz_g scattered back into dx (col2im), db += the row sums of dz.
+Result<NoState> prepare_backward_kernel(const conv_op<float>& op, const ConvBackwardArgs<float>& args, CpuContext& cpu);
+void run_backward_kernel(const conv_op<float>& op, const ConvBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
+#endif
+
 }  // namespace teeny
 
 namespace teeny {
@@ -627,5 +638,119 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   }
   if (!fused && residual == nullptr) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
 }
+
+#if TEENY_TRAINING
+Result<void> refresh_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& state, CpuContext&) {
+  if (args.norm_mean.data != nullptr) {
+    return fail(Errc::unsupported, "a convolution with a folded BatchNorm cannot take new weights");
+  }
+  if (state.depthwise) return ok();  // the direct kernel reads the weights as they are
+  const Geometry g = geometry(args);
+  const bool transposed = state.columns == ConvState::Columns::transposed;
+  for (std::int64_t group = 0; group < g.groups; ++group) {
+    const float* w = args.weight.data + group * g.og * g.k;
+    if (!cpu::repack(state.weights[static_cast<std::size_t>(group)], w, static_cast<std::size_t>(g.k), transposed) &&
+        g.og * g.k != 0) {
+      return fail(Errc::internal, "the packed weight of group ", group, " was lost before it could be refreshed");
+    }
+  }
+  return ok();
+}
+
+namespace {
+// The im2col matrix of one image's group: cols[(c * kh + i) * kw + j][oh * Wo + ow] is the input at
+// (c, oh * sh - ph + i * dh, ow * sw - pw + j * dw), zero outside it.
+void im2col_group(const float* x, const Geometry& g, const Window2d& win, float* cols) {
+  for (std::int64_t c = 0; c < g.cg; ++c) {
+    for (std::int64_t i = 0; i < win.kernel_h; ++i) {
+      for (std::int64_t j = 0; j < win.kernel_w; ++j) {
+        float* row = cols + ((c * win.kernel_h + i) * win.kernel_w + j) * g.p;
+        for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+          const std::int64_t ih = oh * win.stride_h - win.pad_h + i * win.dilation_h;
+          for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+            const std::int64_t iw = ow * win.stride_w - win.pad_w + j * win.dilation_w;
+            const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+            row[oh * g.wo + ow] = inside ? x[(c * g.h + ih) * g.w + iw] : 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The transpose of im2col_group: dx += each column entry at the input position it was read from.
+void col2im_group(const float* cols, const Geometry& g, const Window2d& win, float* dx) {
+  for (std::int64_t c = 0; c < g.cg; ++c) {
+    for (std::int64_t i = 0; i < win.kernel_h; ++i) {
+      for (std::int64_t j = 0; j < win.kernel_w; ++j) {
+        const float* row = cols + ((c * win.kernel_h + i) * win.kernel_w + j) * g.p;
+        for (std::int64_t oh = 0; oh < g.ho; ++oh) {
+          const std::int64_t ih = oh * win.stride_h - win.pad_h + i * win.dilation_h;
+          if (ih < 0 || ih >= g.h) continue;
+          for (std::int64_t ow = 0; ow < g.wo; ++ow) {
+            const std::int64_t iw = ow * win.stride_w - win.pad_w + j * win.dilation_w;
+            if (iw >= 0 && iw < g.w) dx[(c * g.h + ih) * g.w + iw] += row[oh * g.wo + ow];
+          }
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+Result<NoState> prepare_backward_kernel(const conv_op<float>&, const ConvBackwardArgs<float>& args, CpuContext& cpu) {
+  const Geometry g = geometry(args.forward);
+  // The im2col matrix and its gradient, one image's group at a time.
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(2 * g.k * g.p) * sizeof(float))) {
+    return fail(Errc::out_of_memory, "cannot allocate ", 2 * g.k * g.p, " floats of convolution backward scratch");
+  }
+  const auto og = static_cast<std::size_t>(g.og);
+  const auto k = static_cast<std::size_t>(g.k);
+  const auto p = static_cast<std::size_t>(g.p);
+  const std::size_t bytes = std::max(cpu::gemm_workspace_bytes({og, k, p}, false, false),
+                                     cpu::gemm_workspace_bytes({k, p, og}, false, false));
+  if (!cpu.reserve_gemm_workspace(bytes)) return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
+  return NoState{};
+}
+
+void run_backward_kernel(const conv_op<float>&, const ConvBackwardArgs<float>& args, NoState&, CpuContext& cpu) {
+  const ConvArgs<float>& f = args.forward;
+  epilogue_backward(f.epilogue, args.dy, f.y, cpu);  // dy now holds dz, before the activation
+  const Geometry g = geometry(f);
+  const Window2d& win = f.window;
+  const auto og = static_cast<std::size_t>(g.og);
+  const auto k = static_cast<std::size_t>(g.k);
+  const auto p = static_cast<std::size_t>(g.p);
+  float* cols = cpu.scratch(0);  // this thread's; the GEMMs' workers read it
+  float* dcols = cols + g.k * g.p;
+  cpu::Epilogue accumulate;
+  accumulate.accumulate = true;
+  const cpu::Epilogue overwrite;
+  for (std::int64_t n = 0; n < g.n; ++n) {
+    const float* dz = args.dy.data + n * g.o * g.p;
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      const float* dz_g = dz + group * g.og * g.p;
+      const float* x_g = f.x.data + (n * g.c + group * g.cg) * g.h * g.w;
+      if (args.dweight.data != nullptr) {  // dW_g[og, K] += dz_g[og, P] cols^T[P, K]
+        im2col_group(x_g, g, win, cols);
+        cpu::sgemm({og, k, p}, dz_g, p, false, cols, p, true, args.dweight.data + group * g.og * g.k, k, accumulate,
+                   cpu.pool());
+      }
+      if (args.dx.data != nullptr) {  // dcols[K, P] = W_g^T[K, og] dz_g[og, P], then col2im
+        cpu::sgemm({k, p, og}, f.weight.data + group * g.og * g.k, k, true, dz_g, p, false, dcols, p, overwrite,
+                   cpu.pool());
+        col2im_group(dcols, g, win, args.dx.data + (n * g.c + group * g.cg) * g.h * g.w);
+      }
+    }
+    if (args.dbias.data != nullptr) {
+      for (std::int64_t o = 0; o < g.o; ++o) {
+        double sum = 0;
+        for (std::int64_t i = 0; i < g.p; ++i) sum += dz[o * g.p + i];
+        args.dbias.data[o] += static_cast<float>(sum);
+      }
+    }
+  }
+}
+#endif
 
 }  // namespace teeny

@@ -31,6 +31,17 @@ inline Result<CpuModel> load_cpu(const Graph& graph, const Bindings& dims, CpuOp
   if (!lowered) return std::move(lowered).error();
   return CpuModel::load(graph, std::move(*lowered), CpuContext(options), dims);
 }
+
+#if TEENY_TRAINING
+/// Lowers `graph` for training (BatchNorms on batch statistics, dropouts active, no folds) and
+/// loads it on the CPU for the sizes in `dims`: the model runs forward, backward() and hands its
+/// parameters and gradients to an optimizer. It starts in the training phase.
+inline Result<CpuModel> load_cpu_for_training(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
+  auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::training);
+  if (!lowered) return std::move(lowered).error();
+  return CpuModel::load(graph, std::move(*lowered), CpuContext(options), dims);
+}
+#endif
 }  // namespace teeny
 
 // The CPU backend has a kernel for every standard op (LoadedModel checks the whole set too).
@@ -59,4 +70,23 @@ static_assert(KernelFor<CpuContext, upsample_op<float>>);
 static_assert(KernelFor<CpuContext, cast_op<float>>);
 static_assert(KernelFor<CpuContext, embedding_op<float>>);
 static_assert(KernelFor<CpuContext, attention_op<float>>);
+static_assert(KernelFor<CpuContext, dropout_op<float>>);
+#if TEENY_TRAINING
+// Every op with a backward has its CPU backward kernel.
+static_assert(BackwardKernelFor<CpuContext, linear_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, unary_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, binary_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, reshape_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, conv_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, max_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, avg_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, adaptive_avg_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, batch_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, softmax_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, dropout_op<float>>);
+// Kernels whose prepared state is derived from parameter values refresh it after an optimizer step.
+static_assert(RefreshableKernel<CpuContext, linear_op<float>, LinearState>);
+static_assert(RefreshableKernel<CpuContext, conv_op<float>, ConvState>);
+static_assert(RefreshableKernel<CpuContext, batch_norm_op<float>, BatchNormState>);
+#endif
 }  // namespace teeny

@@ -7,6 +7,8 @@ module;
 
 #include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"
+#include "math/gradient.hpp"
+#include "math/random.hpp"
 export module teeny.cpu:elementwise;
 import teeny.core;
 import teeny.model;
@@ -19,6 +21,29 @@ Result<NoState> prepare_kernel(const unary_op<float>& op, const UnaryArgs<float>
 void run_kernel(const unary_op<float>& op, const UnaryArgs<float>& args, NoState& state, CpuContext& cpu);
 Result<NoState> prepare_kernel(const binary_op<float>& op, const BinaryArgs<float>& args, CpuContext& cpu);
 void run_kernel(const binary_op<float>& op, const BinaryArgs<float>& args, NoState& state, CpuContext& cpu);
+
+Result<NoState> prepare_kernel(const dropout_op<float>& op, const DropoutArgs<float>& args, CpuContext& cpu);
+void run_kernel(const dropout_op<float>& op, const DropoutArgs<float>& args, NoState& state, CpuContext& cpu);
+
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const unary_op<float>& op, const InputGradArgs<UnaryArgs<float>, float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const unary_op<float>& op, const InputGradArgs<UnaryArgs<float>, float>& args, NoState& state,
+                         CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const binary_op<float>& op, const BinaryBackwardArgs<float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const binary_op<float>& op, const BinaryBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const dropout_op<float>& op,
+                                        const InputGradArgs<DropoutArgs<float>, float>& args, CpuContext& cpu);
+void run_backward_kernel(const dropout_op<float>& op, const InputGradArgs<DropoutArgs<float>, float>& args,
+                         NoState& state, CpuContext& cpu);
+
+/// dy *= act'(y) elementwise (contiguous views of one shape): the gradient before a fused
+/// activation `e`, from its output. Nothing when `e` is inactive.
+void epilogue_backward(const Epilogue& e, const TensorView<float>& dy, const TensorView<const float>& y,
+                       CpuContext& cpu);
+#endif
 
 /// y = fn(y) over a contiguous view, in parallel chunks.
 void apply_unary_inplace(const TensorView<float>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu);
@@ -180,5 +205,130 @@ void run_kernel(const binary_op<float>&, const BinaryArgs<float>& args, NoState&
     });
   });
 }
+
+Result<NoState> prepare_kernel(const dropout_op<float>&, const DropoutArgs<float>&, CpuContext&) { return NoState{}; }
+
+void run_kernel(const dropout_op<float>&, const DropoutArgs<float>& args, NoState&, CpuContext& cpu) {
+  const std::int64_t n = args.y.numel();
+  const RunPhase phase = cpu.phase();
+  const bool active = phase.training && args.p > 0;
+  // p = 1 drops everything (PyTorch's output is then all zeros, not a division by zero).
+  const float scale = args.p < 1 ? static_cast<float>(1.0 / (1.0 - args.p)) : 0.0f;
+  parallel_chunks(cpu, n, 1, [&](std::int64_t begin, std::int64_t end) {
+    const float* x = args.x.data;
+    float* y = args.y.data;
+    if (!active) {
+      for (std::int64_t i = begin; i < end; ++i) y[i] = x[i];
+      return;
+    }
+    for (std::int64_t i = begin; i < end; ++i) {
+      const bool keep = math::dropout_keeps(args.p, phase.seed, phase.step, args.stream, static_cast<std::uint64_t>(i));
+      y[i] = keep ? x[i] * scale : 0.0f;
+    }
+  });
+}
+
+#if TEENY_TRAINING
+void epilogue_backward(const Epilogue& e, const TensorView<float>& dy, const TensorView<const float>& y,
+                       CpuContext& cpu) {
+  if (!e.active) return;
+  with_unary(e.fn, [&]<UnaryFn A>() {
+    parallel_chunks(cpu, dy.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
+      float* __restrict g = dy.data;
+      const float* __restrict v = y.data;
+      for (std::int64_t i = begin; i < end; ++i) g[i] *= math::unary_derivative_from_output(A, v[i], e.params);
+    });
+  });
+}
+
+Result<NoState> prepare_backward_kernel(const unary_op<float>&, const InputGradArgs<UnaryArgs<float>, float>&,
+                                        CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const unary_op<float>&, const InputGradArgs<UnaryArgs<float>, float>& g, NoState&,
+                         CpuContext& cpu) {
+  if (g.dx.data == nullptr) return;
+  const UnaryArgs<float>& f = g.forward;
+  with_unary(f.fn, [&]<UnaryFn F>() {
+    parallel_chunks(cpu, g.dy.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        g.dx.data[i] += g.dy.data[i] * math::unary_derivative(F, f.x.data[i], f.y.data[i], f.params);
+      }
+    });
+  });
+}
+
+Result<NoState> prepare_backward_kernel(const binary_op<float>&, const BinaryBackwardArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const binary_op<float>&, const BinaryBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
+  const BinaryArgs<float>& f = g.forward;
+  epilogue_backward(f.epilogue, g.dy, f.y, cpu);
+  const ConcreteShape& shape = f.y.shape;
+  const std::size_t rank = shape.rank();
+  const std::int64_t numel = shape.numel();
+  // The partials read fn(a, b), which y holds unless an activation was fused after it.
+  const auto partials = [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
+    const float a = f.a.data[oa];
+    const float b = f.b.data[ob];
+    return math::binary_partials(f.fn, a, b, f.epilogue.active ? math::apply_binary(f.fn, a, b) : f.y.data[i]);
+  };
+  // Operands of y's own shape (a residual add): independent elements, in parallel.
+  const bool flat = f.a.is_contiguous() && f.b.is_contiguous() && f.a.shape == shape && f.b.shape == shape;
+  if (flat) {
+    parallel_chunks(cpu, numel, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        const auto d = partials(i, i, i);
+        if (g.da.data != nullptr) g.da.data[i] += g.dy.data[i] * d.da;
+        if (g.db.data != nullptr) g.db.data[i] += g.dy.data[i] * d.db;
+      }
+    });
+    return;
+  }
+  // A broadcast operand's gradient sums over the dims it was repeated along: several elements of y
+  // add into one of da, so this runs on one thread, in y's order (deterministic sums).
+  std::int64_t index[max_rank] = {};
+  std::int64_t oa = 0;
+  std::int64_t ob = 0;
+  for (std::int64_t i = 0; i < numel; ++i) {
+    const auto d = partials(i, oa, ob);
+    if (g.da.data != nullptr) g.da.data[oa] += g.dy.data[i] * d.da;
+    if (g.db.data != nullptr) g.db.data[ob] += g.dy.data[i] * d.db;
+    for (std::size_t axis = rank; axis-- > 0;) {  // next multi-index, odometer style
+      oa += f.a.strides[axis];
+      ob += f.b.strides[axis];
+      if (++index[axis] < shape[axis]) break;
+      oa -= f.a.strides[axis] * shape[axis];
+      ob -= f.b.strides[axis] * shape[axis];
+      index[axis] = 0;
+    }
+  }
+}
+
+Result<NoState> prepare_backward_kernel(const dropout_op<float>&, const InputGradArgs<DropoutArgs<float>, float>&,
+                                        CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const dropout_op<float>&, const InputGradArgs<DropoutArgs<float>, float>& g, NoState&,
+                         CpuContext& cpu) {
+  if (g.dx.data == nullptr) return;
+  const RunPhase phase = cpu.phase();
+  const double p = g.forward.p;
+  const bool active = phase.training && p > 0;
+  const float scale = p < 1 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  parallel_chunks(cpu, g.dy.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      if (!active) {
+        g.dx.data[i] += g.dy.data[i];
+      } else if (math::dropout_keeps(p, phase.seed, phase.step, g.forward.stream, static_cast<std::uint64_t>(i))) {
+        g.dx.data[i] += g.dy.data[i] * scale;
+      }
+    }
+  });
+}
+#endif
 
 }  // namespace teeny

@@ -27,6 +27,16 @@ void run_kernel(const linear_op<float>& op, const LinearArgs<float>& args, Linea
 Result<NoState> prepare_kernel(const matmul_op<float>& op, const MatMulArgs<float>& args, CpuContext& cpu);
 void run_kernel(const matmul_op<float>& op, const MatMulArgs<float>& args, NoState& state, CpuContext& cpu);
 
+#if TEENY_TRAINING
+/// After the weight changed (an optimizer step): repacks it in place, allocating nothing.
+Result<void> refresh_kernel(const linear_op<float>& op, const LinearArgs<float>& args, LinearState& state,
+                            CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
+#endif
+
 }  // namespace teeny
 
 namespace teeny {
@@ -99,5 +109,54 @@ void run_kernel(const matmul_op<float>&, const MatMulArgs<float>& args, NoState&
                args.y.data + index * static_cast<std::int64_t>(n * m), m, none, cpu.pool());
   }
 }
+
+#if TEENY_TRAINING
+Result<void> refresh_kernel(const linear_op<float>& op, const LinearArgs<float>& args, LinearState& state,
+                            CpuContext&) {
+  const auto in = static_cast<std::size_t>(op.attrs.in_features);
+  if (!cpu::repack(state.weight, args.weight.data, in, /*trans=*/true) &&
+      op.attrs.in_features * op.attrs.out_features != 0) {
+    return fail(Errc::internal, "the packed weight was lost before it could be refreshed");
+  }
+  return ok();
+}
+
+Result<NoState> prepare_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& g,
+                                        CpuContext& cpu) {
+  const auto rows = static_cast<std::size_t>(g.dy.shape[0]);
+  const auto in = static_cast<std::size_t>(op.attrs.in_features);
+  const auto out = static_cast<std::size_t>(op.attrs.out_features);
+  const std::size_t bytes = std::max(cpu::gemm_workspace_bytes({rows, in, out}, false, false),
+                                     cpu::gemm_workspace_bytes({out, in, rows}, false, false));
+  if (!cpu.reserve_gemm_workspace(bytes)) return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
+  return NoState{};
+}
+
+void run_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
+  const LinearArgs<float>& f = g.forward;
+  epilogue_backward(f.epilogue, g.dy, f.y, cpu);  // dy now holds dz, the gradient before the activation
+  const auto rows = static_cast<std::size_t>(g.dy.shape[0]);
+  const auto in = static_cast<std::size_t>(op.attrs.in_features);
+  const auto out = static_cast<std::size_t>(op.attrs.out_features);
+  cpu::Epilogue accumulate;
+  accumulate.accumulate = true;
+  // dx[rows, in] += dz[rows, out] W[out, in]
+  if (g.dx.data != nullptr) {
+    cpu::sgemm({rows, in, out}, g.dy.data, out, false, f.weight.data, in, false, g.dx.data, in, accumulate, cpu.pool());
+  }
+  // dW[out, in] += dz^T x
+  if (g.dweight.data != nullptr) {
+    cpu::sgemm({out, in, rows}, g.dy.data, out, true, f.x.data, in, false, g.dweight.data, in, accumulate, cpu.pool());
+  }
+  // db[out] += the column sums of dz
+  if (g.dbias.data != nullptr) {
+    float* __restrict db = g.dbias.data;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* __restrict dz = g.dy.data + r * out;
+      for (std::size_t j = 0; j < out; ++j) db[j] += dz[j];
+    }
+  }
+}
+#endif
 
 }  // namespace teeny

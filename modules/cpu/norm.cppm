@@ -15,6 +15,7 @@ import teeny.core;
 import teeny.model;
 import teeny.ops;
 import :context;
+import :elementwise;
 
 export namespace teeny {
 
@@ -27,6 +28,16 @@ Result<BatchNormState> prepare_kernel(const batch_norm_op<float>& op, const Batc
                                       CpuContext& cpu);
 void run_kernel(const batch_norm_op<float>& op, const BatchNormArgs<float>& args, BatchNormState& state,
                 CpuContext& cpu);
+#if TEENY_TRAINING
+/// After the running statistics or the affine parameters changed: the eval-phase scale and shift
+/// recomputed in place.
+Result<void> refresh_kernel(const batch_norm_op<float>& op, const BatchNormArgs<float>& args, BatchNormState& state,
+                            CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const batch_norm_op<float>& op, const BatchNormBackwardArgs<float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const batch_norm_op<float>& op, const BatchNormBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
+#endif
 Result<NoState> prepare_kernel(const layer_norm_op<float>& op, const RowNormArgs<float>& args, CpuContext& cpu);
 void run_kernel(const layer_norm_op<float>& op, const RowNormArgs<float>& args, NoState& state, CpuContext& cpu);
 Result<NoState> prepare_kernel(const rms_norm_op<float>& op, const RowNormArgs<float>& args, CpuContext& cpu);
@@ -97,10 +108,50 @@ Result<BatchNormState> prepare_kernel(const batch_norm_op<float>&, const BatchNo
   return state;
 }
 
+namespace {
+// Training phase: each channel normalised by the batch's statistics, which also move the running
+// ones as PyTorch moves them (num_batches_tracked first, then momentum or the cumulative average,
+// with the unbiased variance).
+void batch_norm_train(const BatchNormArgs<float>& args, CpuContext& cpu) {
+  const std::int64_t n = args.x.shape[0];
+  const std::int64_t channels = args.x.shape[1];
+  const std::int64_t s = args.x.shape[2];
+  const bool tracking = args.running_mean.data != nullptr;
+  double factor = args.momentum;
+  if (tracking && args.num_batches_tracked.data != nullptr) {
+    const std::int64_t batches = ++*args.num_batches_tracked.data;
+    if (args.momentum < 0) factor = 1.0 / static_cast<double>(batches);
+  }
+  const double count = static_cast<double>(n * s);
+  parallel_chunks(cpu, channels, 3 * n * s, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      const Moments m = moments(args.x.data + c * s, n, s, channels * s);
+      if (tracking) {
+        const double unbiased = count > 1 ? m.var * count / (count - 1) : m.var;
+        args.running_mean.data[c] = static_cast<float>((1 - factor) * args.running_mean.data[c] + factor * m.mean);
+        args.running_var.data[c] = static_cast<float>((1 - factor) * args.running_var.data[c] + factor * unbiased);
+      }
+      const double weight = args.weight.data != nullptr ? args.weight.data[c] : 1.0;
+      const double bias = args.bias.data != nullptr ? args.bias.data[c] : 0.0;
+      const auto affine = math::batch_norm_affine(weight, bias, m.mean, m.var, args.eps);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t offset = (i * channels + c) * s;
+        affine_run(args.x.data + offset, args.y.data + offset, s, static_cast<float>(affine.scale),
+                   static_cast<float>(affine.shift), args.epilogue);
+      }
+    }
+  });
+}
+}  // namespace
+
 void run_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, BatchNormState& state, CpuContext& cpu) {
   const std::int64_t n = args.x.shape[0];
   const std::int64_t channels = args.x.shape[1];
   const std::int64_t s = args.x.shape[2];
+  if (cpu.phase().training) {
+    batch_norm_train(args, cpu);
+    return;
+  }
   if (!state.scale.empty()) {
     parallel_chunks(cpu, n * channels, s, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t plane = begin; plane < end; ++plane) {
@@ -196,5 +247,77 @@ void run_kernel(const group_norm_op<float>&, const GroupNormArgs<float>& args, N
     }
   });
 }
+
+#if TEENY_TRAINING
+Result<void> refresh_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, BatchNormState& state,
+                            CpuContext&) {
+  for (std::size_t c = 0; c < state.scale.size(); ++c) {
+    const auto i = static_cast<std::int64_t>(c);
+    const double weight = args.weight.data != nullptr ? args.weight.data[i] : 1.0;
+    const double bias = args.bias.data != nullptr ? args.bias.data[i] : 0.0;
+    const auto affine =
+        math::batch_norm_affine(weight, bias, args.running_mean.data[i], args.running_var.data[i], args.eps);
+    state.scale[c] = static_cast<float>(affine.scale);
+    state.shift[c] = static_cast<float>(affine.shift);
+  }
+  return ok();
+}
+
+Result<NoState> prepare_backward_kernel(const batch_norm_op<float>&, const BatchNormBackwardArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const batch_norm_op<float>&, const BatchNormBackwardArgs<float>& g, NoState&,
+                         CpuContext& cpu) {
+  const BatchNormArgs<float>& f = g.forward;
+  epilogue_backward(f.epilogue, g.dy, f.y, cpu);  // dy now holds dz, before the activation
+  const std::int64_t n = f.x.shape[0];
+  const std::int64_t channels = f.x.shape[1];
+  const std::int64_t s = f.x.shape[2];
+  const double count = static_cast<double>(n * s);
+  // The forward normalised by the batch's statistics in training (and without running ones):
+  // then the mean and variance depend on x too.
+  const bool batch_stats = cpu.phase().training || f.running_mean.data == nullptr;
+  parallel_chunks(cpu, channels, 4 * n * s, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      double mean = 0;
+      double var = 0;
+      if (batch_stats) {
+        const Moments m = moments(f.x.data + c * s, n, s, channels * s);
+        mean = m.mean;
+        var = m.var;
+      } else {
+        mean = f.running_mean.data[c];
+        var = f.running_var.data[c];
+      }
+      const double inv_std = 1.0 / std::sqrt(var + f.eps);
+      double sum_dz = 0;
+      double sum_dz_xhat = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t offset = (i * channels + c) * s;
+        for (std::int64_t k = 0; k < s; ++k) {
+          const double dz = g.dy.data[offset + k];
+          sum_dz += dz;
+          sum_dz_xhat += dz * (f.x.data[offset + k] - mean) * inv_std;
+        }
+      }
+      if (g.dweight.data != nullptr) g.dweight.data[c] += static_cast<float>(sum_dz_xhat);
+      if (g.dbias.data != nullptr) g.dbias.data[c] += static_cast<float>(sum_dz);
+      if (g.dx.data == nullptr) continue;
+      const double weight = f.weight.data != nullptr ? f.weight.data[c] : 1.0;
+      const double scale = weight * inv_std;
+      const double mean_dz = batch_stats ? sum_dz / count : 0.0;
+      const double mean_dz_xhat = batch_stats ? sum_dz_xhat / count : 0.0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t offset = (i * channels + c) * s;
+        for (std::int64_t k = 0; k < s; ++k) {
+          const double xhat = (f.x.data[offset + k] - mean) * inv_std;
+          g.dx.data[offset + k] += static_cast<float>(scale * (g.dy.data[offset + k] - mean_dz - xhat * mean_dz_xhat));
+        }
+      }
+    }
+  });
+}
+#endif
 
 }  // namespace teeny

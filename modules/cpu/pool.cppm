@@ -25,6 +25,17 @@ void run_kernel(const avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, N
 Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, CpuContext& cpu);
 void run_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state,
                 CpuContext& cpu);
+#if TEENY_TRAINING
+using PoolGradArgs = InputGradArgs<Pool2dArgs<float>, float>;
+Result<NoState> prepare_backward_kernel(const max_pool2d_op<float>& op, const PoolGradArgs& args, CpuContext& cpu);
+void run_backward_kernel(const max_pool2d_op<float>& op, const PoolGradArgs& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const avg_pool2d_op<float>& op, const PoolGradArgs& args, CpuContext& cpu);
+void run_backward_kernel(const avg_pool2d_op<float>& op, const PoolGradArgs& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const adaptive_avg_pool2d_op<float>& op, const PoolGradArgs& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const adaptive_avg_pool2d_op<float>& op, const PoolGradArgs& args, NoState& state,
+                         CpuContext& cpu);
+#endif
 
 }  // namespace teeny
 
@@ -283,5 +294,101 @@ void run_kernel(const adaptive_avg_pool2d_op<float>&, const Pool2dArgs<float>& a
     }
   });
 }
+
+#if TEENY_TRAINING
+namespace {
+// Runs plane(x, dy, dx) for every plane of a pooling backward, in parallel chunks (planes are
+// independent: a window never reaches into another plane).
+template <class F>
+void for_each_grad_plane(const PoolGradArgs& g, std::int64_t window_elements, CpuContext& cpu, F plane) {
+  if (g.dx.data == nullptr) return;
+  const Planes p = planes_of(g.forward);
+  parallel_chunks(cpu, p.count, p.ho * p.wo * window_elements + p.h * p.w, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      plane(g.forward.x.data + i * p.h * p.w, g.dy.data + i * p.ho * p.wo, g.dx.data + i * p.h * p.w, p);
+    }
+  });
+}
+}  // namespace
+
+Result<NoState> prepare_backward_kernel(const max_pool2d_op<float>&, const PoolGradArgs&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const max_pool2d_op<float>&, const PoolGradArgs& g, NoState&, CpuContext& cpu) {
+  const Window2d& win = g.forward.window;
+  for_each_grad_plane(g, win.kernel_h * win.kernel_w, cpu,
+                      [&](const float* x, const float* dy, float* dx, const Planes& p) {
+                        for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+                          const math::MaxSpan rows =
+                              math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
+                          for (std::int64_t ow = 0; ow < p.wo; ++ow) {
+                            const math::MaxSpan cols =
+                                math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, p.w);
+                            if (rows.first >= rows.end || cols.first >= cols.end) continue;
+                            // The forward's winner, found as PyTorch finds it: the first maximum, or the last NaN.
+                            std::int64_t best = rows.first * p.w + cols.first;
+                            float max = -std::numeric_limits<float>::infinity();
+                            for (std::int64_t ih = rows.first; ih < rows.end; ih += win.dilation_h) {
+                              for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
+                                const float v = x[ih * p.w + iw];
+                                if (v > max || v != v) {
+                                  max = v;
+                                  best = ih * p.w + iw;
+                                }
+                              }
+                            }
+                            dx[best] += dy[oh * p.wo + ow];
+                          }
+                        }
+                      });
+}
+
+Result<NoState> prepare_backward_kernel(const avg_pool2d_op<float>&, const PoolGradArgs&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const avg_pool2d_op<float>&, const PoolGradArgs& g, NoState&, CpuContext& cpu) {
+  const Pool2dArgs<float>& f = g.forward;
+  const Window2d& win = f.window;
+  for_each_grad_plane(
+      g, win.kernel_h * win.kernel_w, cpu, [&](const float*, const float* dy, float* dx, const Planes& p) {
+        for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+          const math::AvgSpan rows = math::avg_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, p.h);
+          for (std::int64_t ow = 0; ow < p.wo; ++ow) {
+            const math::AvgSpan cols = math::avg_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, p.w);
+            const std::int64_t divisor = math::avg_pool_divisor(rows, cols, f.count_include_pad, f.divisor_override);
+            const float share = dy[oh * p.wo + ow] / static_cast<float>(divisor);
+            for (std::int64_t ih = rows.begin; ih < rows.end; ++ih) {
+              for (std::int64_t iw = cols.begin; iw < cols.end; ++iw) dx[ih * p.w + iw] += share;
+            }
+          }
+        }
+      });
+}
+
+Result<NoState> prepare_backward_kernel(const adaptive_avg_pool2d_op<float>&, const PoolGradArgs&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const adaptive_avg_pool2d_op<float>&, const PoolGradArgs& g, NoState&, CpuContext& cpu) {
+  const Planes shape = planes_of(g.forward);
+  const std::int64_t window = (shape.h / shape.ho + 1) * (shape.w / shape.wo + 1);
+  for_each_grad_plane(g, window, cpu, [&](const float*, const float* dy, float* dx, const Planes& p) {
+    for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+      const std::int64_t h0 = math::adaptive_begin(oh, p.h, p.ho);
+      const std::int64_t h1 = math::adaptive_end(oh, p.h, p.ho);
+      for (std::int64_t ow = 0; ow < p.wo; ++ow) {
+        const std::int64_t w0 = math::adaptive_begin(ow, p.w, p.wo);
+        const std::int64_t w1 = math::adaptive_end(ow, p.w, p.wo);
+        const float share = dy[oh * p.wo + ow] / static_cast<float>(h1 - h0) / static_cast<float>(w1 - w0);
+        for (std::int64_t ih = h0; ih < h1; ++ih) {
+          for (std::int64_t iw = w0; iw < w1; ++iw) dx[ih * p.w + iw] += share;
+        }
+      }
+    }
+  });
+}
+#endif
 
 }  // namespace teeny

@@ -17,6 +17,13 @@ export namespace teeny {
 Result<NoState> prepare_kernel(const softmax_op<float>& op, const SoftmaxArgs<float>& args, CpuContext& cpu);
 void run_kernel(const softmax_op<float>& op, const SoftmaxArgs<float>& args, NoState& state, CpuContext& cpu);
 
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const softmax_op<float>& op,
+                                        const InputGradArgs<SoftmaxArgs<float>, float>& args, CpuContext& cpu);
+void run_backward_kernel(const softmax_op<float>& op, const InputGradArgs<SoftmaxArgs<float>, float>& args,
+                         NoState& state, CpuContext& cpu);
+#endif
+
 /// A reduction's loop nest, worked out once at load: x's dims (size-1 ones dropped) merged into runs
 /// that are all kept or all reduced. Each output row is a run of `inner` contiguous outputs.
 struct ReducePlan {
@@ -260,5 +267,37 @@ void run_kernel(const reduce_op<float>&, const ReduceArgs<float>& args, ReducePl
     case ReduceFn::max: return run_reduce<ReduceFn::max>(args, plan, cpu);
   }
 }
+
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const softmax_op<float>&, const InputGradArgs<SoftmaxArgs<float>, float>&,
+                                        CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const softmax_op<float>&, const InputGradArgs<SoftmaxArgs<float>, float>& g, NoState&,
+                         CpuContext& cpu) {
+  if (g.dx.data == nullptr) return;
+  const SoftmaxArgs<float>& f = g.forward;
+  const std::int64_t n = f.n;
+  const std::int64_t inner = f.inner;
+  // One (outer, inner) line along the axis at a time: softmax needs sum(dy * y) over it,
+  // log_softmax sum(dy); both accumulated in double.
+  parallel_chunks(cpu, f.outer * inner, 2 * n, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t line = begin; line < end; ++line) {
+      const std::int64_t base = (line / inner) * n * inner + line % inner;
+      const float* y = f.y.data + base;
+      const float* dy = g.dy.data + base;
+      float* dx = g.dx.data + base;
+      double sum = 0;
+      for (std::int64_t i = 0; i < n; ++i) sum += f.log ? dy[i * inner] : dy[i * inner] * y[i * inner];
+      const auto s = static_cast<float>(sum);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t k = i * inner;
+        dx[k] += f.log ? dy[k] - std::exp(y[k]) * s : y[k] * (dy[k] - s);
+      }
+    }
+  });
+}
+#endif
 
 }  // namespace teeny

@@ -21,6 +21,13 @@ export namespace teeny {
 Result<NoState> prepare_kernel(const reshape_op<float>& op, const CopyArgs<float>& args, CpuContext& cpu);
 void run_kernel(const reshape_op<float>& op, const CopyArgs<float>& args, NoState& state, CpuContext& cpu);
 
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const reshape_op<float>& op, const InputGradArgs<CopyArgs<float>, float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const reshape_op<float>& op, const InputGradArgs<CopyArgs<float>, float>& args, NoState& state,
+                         CpuContext& cpu);
+#endif
+
 Result<NoState> prepare_kernel(const permute_op<float>& op, const StridedCopyArgs<float>& args, CpuContext& cpu);
 void run_kernel(const permute_op<float>& op, const StridedCopyArgs<float>& args, NoState& state, CpuContext& cpu);
 Result<NoState> prepare_kernel(const slice_op<float>& op, const StridedCopyArgs<float>& args, CpuContext& cpu);
@@ -241,5 +248,19 @@ void run_kernel(const cast_op<float>&, const CastArgs& args, NoState&, CpuContex
     });
   });
 }
+
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const reshape_op<float>&, const InputGradArgs<CopyArgs<float>, float>&,
+                                        CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const reshape_op<float>&, const InputGradArgs<CopyArgs<float>, float>& g, NoState&,
+                         CpuContext&) {
+  if (g.dx.data == nullptr) return;
+  const std::int64_t n = g.dy.numel();
+  for (std::int64_t i = 0; i < n; ++i) g.dx.data[i] += g.dy.data[i];
+}
+#endif
 
 }  // namespace teeny

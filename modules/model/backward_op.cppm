@@ -34,6 +34,10 @@ concept HasHasBackward = requires(const Op& op) {
   { op.has_backward() } -> std::convertible_to<bool>;
 };
 template <class Op>
+concept HasParamTrainable = requires(const Op& op, std::size_t i) {
+  { op.param_trainable(i) } -> std::convertible_to<bool>;
+};
+template <class Op>
 concept HasGradRowStride = requires(const Op& op, const ConcreteShape& s) {
   { op.backward_grad_output_row_stride(s) } -> std::convertible_to<std::int64_t>;
 };
@@ -64,6 +68,17 @@ struct has_backward_fn {
       return op.has_backward();
     } else {
       return BackwardOp<Op>;
+    }
+  }
+};
+struct param_trainable_fn {
+  // Not in the seed, whose parameters all trained: a BatchNorm's running statistics are buffers.
+  template <RuntimeOp Op>
+  constexpr bool operator()(const Op& op, std::size_t param_index) const {
+    if constexpr (HasParamTrainable<Op>) {
+      return op.param_trainable(param_index);
+    } else {
+      return is_floating(param_dtype(op, param_index));
     }
   }
 };
@@ -122,6 +137,9 @@ struct backward_grid_for_launch_fn {
 
 /// Whether the op has a backward kernel. Default: whether it satisfies BackwardOp.
 inline constexpr backward_detail::has_backward_fn has_backward{};
+/// Whether parameter slot `i` is trained (gets a gradient and optimizer updates) rather than a
+/// buffer. Default: every floating-point slot.
+inline constexpr backward_detail::param_trainable_fn param_trainable{};
 /// Row stride (elements) of the dL/dy buffer. Default: the last dim.
 inline constexpr backward_detail::backward_grad_output_row_stride_fn backward_grad_output_row_stride{};
 /// Threads per block of the backward kernel. Default: (128, 1, 1).

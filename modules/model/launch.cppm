@@ -50,6 +50,16 @@ struct TensorBinding {
   }
 };
 
+/// What a forward runs for (the seed's training flag), as a backend holds it: a model lowered for
+/// training runs its BatchNorms on batch statistics and its dropouts in the training phase, and
+/// as at inference in the eval phase. `seed` and `step` (training forwards run so far) drive
+/// dropout's masks. Inference models stay in the eval phase.
+struct RunPhase {
+  bool training = false;
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+};
+
 /// Everything a forward launch reads and writes (the seed's pack_args inputs).
 struct OpBindings {
   std::span<const TensorBinding> inputs;  // activations, in operand-slot order

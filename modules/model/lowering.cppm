@@ -39,6 +39,8 @@ constexpr std::string_view name(LoweringMode mode) { return mode == LoweringMode
 template <OpSetType Ops>
 struct Lowered {
   Dag<Ops> dag;
+  /// What the graph was lowered for: a model loaded from a training lowering can run backward.
+  LoweringMode mode = LoweringMode::inference;
   /// graph_to_dag[g]: the DAG nodes made for graph node g, the one holding g's value last.
   /// A node fused into another maps to the DAG node that computes it.
   std::vector<std::vector<NodeId>> graph_to_dag;
@@ -73,6 +75,7 @@ template <OpSetType Ops>
 class LoweringContext {
  public:
   LoweringContext(const Graph& graph, LoweringMode mode) : graph_(graph), mode_(mode) {
+    lowered_.mode = mode;
     lowered_.graph_to_dag.resize(graph.dag().size());
   }
 

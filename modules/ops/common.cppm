@@ -7,6 +7,7 @@ module;
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "math/elementwise.hpp"
@@ -80,6 +81,17 @@ Result<TensorView<T>> contiguous_as(const TensorView<T>& view, const ConcreteSha
   return TensorView<T>(view.data, shape);
 }
 
+/// The backward kernel reference of an op in training builds (none otherwise): an op names it in
+/// kernel() beside its forward.
+constexpr std::optional<KernelRef> backward_kernel_ref([[maybe_unused]] std::string_view name,
+                                                       [[maybe_unused]] std::string_view entry_point) {
+#if TEENY_TRAINING
+  return KernelRef{name, entry_point, ""};
+#else
+  return std::nullopt;
+#endif
+}
+
 /// The first error among several results, if any: `if (auto e = first_error(x, w, y)) return *e;`
 template <class... R>
 std::optional<Error> first_error(const R&... results) {
@@ -87,5 +99,83 @@ std::optional<Error> first_error(const R&... results) {
   ((!error && !results.has_value() ? (error = results.error(), 0) : 0), ...);
   return error;
 }
+
+#if TEENY_TRAINING
+/// The forward bindings inside a backward launch's: an op packs its forward arguments from them,
+/// so that its backward reads every tensor exactly as its forward did.
+inline OpBindings forward_bindings(const BackwardBindings& b) { return {b.inputs, b.params, b.output}; }
+
+namespace ops_detail {
+// `grad` viewed with the shape and strides of the forward view `like` (a broadcast operand's
+// gradient then has its stride-0 dims too); an empty view when no gradient is wanted.
+template <Element T>
+Result<void> bind_grad(const TensorBinding& grad, const TensorView<const T>& like, TensorView<T>& out,
+                       std::string_view what) {
+  out = {};
+  if (grad.data == nullptr) return ok();
+  if (grad.dtype != dtype_of<T>) {
+    return fail(Errc::dtype_mismatch, "the gradient of ", what, " is ", grad.dtype, " but the kernel writes ",
+                dtype_of<T>);
+  }
+  if (like.data == nullptr || grad.shape.numel() != like.shape.numel() ||
+      (grad.row_stride != 0 && grad.row_stride != grad.shape.last())) {
+    return fail(Errc::shape_mismatch, "the gradient of ", what, " is ", grad.shape, " but the tensor is ", like.shape);
+  }
+  out = TensorView<T>(static_cast<T*>(grad.data), like.shape, like.strides);
+  return ok();
+}
+}  // namespace ops_detail
+
+/// dL/dy, viewed like the forward output `y`; it must be bound. Kernels may overwrite it (with
+/// dL/d(pre-activation) when an activation is fused): nothing reads it after its op's backward.
+template <Element T>
+Result<void> bind_grad_output(const BackwardBindings& b, const TensorView<T>& y, TensorView<T>& dy) {
+  if (b.grad_output.data == nullptr) return fail(Errc::invalid_argument, "the output's gradient is not bound");
+  return ops_detail::bind_grad<T>(b.grad_output, y, dy, "the output");
+}
+/// dL/d(input i), viewed like the forward view `x`: empty when no gradient flows to that input.
+template <Element T>
+Result<void> bind_grad_input(const BackwardBindings& b, std::size_t i, const TensorView<const T>& x,
+                             TensorView<T>& dx) {
+  if (i >= b.grad_inputs.size()) {
+    dx = {};
+    return ok();
+  }
+  return ops_detail::bind_grad<T>(b.grad_inputs[i], x, dx, cat("input ", i));
+}
+/// dL/d(parameter i), viewed like the forward view `w`: empty for a parameter without gradient
+/// (a running statistic, a frozen weight) or a slot the op does not have.
+template <Element T>
+Result<void> bind_grad_param(const BackwardBindings& b, std::size_t i, const TensorView<const T>& w,
+                             TensorView<T>& dw) {
+  if (i >= b.grad_params.size() || w.data == nullptr) {
+    dw = {};
+    return ok();
+  }
+  return ops_detail::bind_grad<T>(b.grad_params[i], w, dw, cat("parameter ", i));
+}
+
+/// The backward arguments of an op with one activation input (fields x and y in its Args) and no
+/// parameter with a gradient: its forward arguments, dL/dy and dL/dx (empty when not wanted).
+template <class Forward, Element T>
+struct InputGradArgs {
+  Forward forward;
+  TensorView<T> dy;
+  TensorView<T> dx;
+  auto fields() const { return std::tie(forward, dy, dx); }
+};
+
+/// Packs an InputGradArgs for `op`'s backward.
+template <Element T, class Op>
+Result<InputGradArgs<typename Op::Args, T>> pack_input_grad(const Op& op, const BackwardBindings& b) {
+  auto forward = op.pack_args(forward_bindings(b));
+  if (!forward) return std::move(forward).error();
+  InputGradArgs<typename Op::Args, T> g{*forward, {}, {}};
+  if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, g.forward.x, g.dx))) {
+    return *e;
+  }
+  return g;
+}
+#endif
 
 }  // namespace teeny

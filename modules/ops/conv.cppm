@@ -15,6 +15,7 @@
 // (fold_residual_add sets `residual`): the op then reads a second input of the output's shape,
 // y = act(conv(x) + residual), the activation applied after the sum.
 module;
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -55,6 +56,20 @@ struct ConvArgs {
   }
 };
 
+#if TEENY_TRAINING
+/// Backward of conv_op: dz = dy * act'(y) (in dy's buffer); dx += conv_transpose(dz, W),
+/// dW += dz (x) x per group, db += sum of dz per output channel.
+template <FloatElement T>
+struct ConvBackwardArgs {
+  ConvArgs<T> forward;
+  TensorView<T> dy;       // [N, O, Ho, Wo]
+  TensorView<T> dx;       // [N, C, H, W], or empty
+  TensorView<T> dweight;  // [O, C/groups, kh, kw], or empty
+  TensorView<T> dbias;    // [O], or empty
+  auto fields() const { return std::tie(forward, dy, dx, dweight, dbias); }
+};
+#endif
+
 /// y = act(conv(x, W) + b), or act(batch_norm(conv(x, W) + b)) with a folded BatchNorm. One op for
 /// both ranks: a Conv1d is a Conv2d whose kernel is one row high; spatial_dims keeps the weight in
 /// PyTorch's layout ([O, C/g, k] for a Conv1d).
@@ -86,7 +101,9 @@ struct conv_op {
   std::string_view name() const { return spatial_dims == 1 ? "conv1d" : "conv2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"conv", "teeny_conv", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"conv", "teeny_conv", ""}, backward_kernel_ref("conv_backward", "teeny_conv_backward")};
+  }
 
   std::size_t n_activation_inputs() const { return residual ? 2 : 1; }
   std::span<const std::string_view> param_names() const {
@@ -163,6 +180,32 @@ struct conv_op {
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
 
+#if TEENY_TRAINING
+  using BackwardArgs = ConvBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    // The training lowering folds nothing into a convolution: a fold has no backward here.
+    if (norm || residual) {
+      return fail(Errc::unsupported, "a convolution with a folded ", norm ? "BatchNorm" : "residual add",
+                  " has no backward (lower the graph for training, which does not fold)");
+    }
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    BackwardArgs g{*forward, {}, {}, {}, {}};
+    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, g.forward.x, g.dx),
+                             bind_grad_param(b, 0, g.forward.weight, g.dweight),
+                             bind_grad_param(b, 1, g.forward.bias, g.dbias))) {
+      return *e;
+    }
+    return g;
+  }
+  /// One thread per element of the larger of dx and dW.
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape&) const {
+    const std::int64_t weights =
+        attrs.out_channels * (attrs.in_channels / attrs.groups) * attrs.kernel.h * attrs.kernel.w;
+    return {ceil_div(std::max(in.empty() ? 0 : in[0].numel(), weights), 256), 1, 1};
+  }
+#endif
+
  private:
   // [N, C, H, W] for any of the accepted input/output ranks.
   ConcreteShape as_nchw(const ConcreteShape& s) const {
@@ -175,5 +218,8 @@ struct conv_op {
   }
 };
 static_assert(RuntimeOp<conv_op<float>> && ExecutableOp<conv_op<double>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<conv_op<float>>);
+#endif
 
 }  // namespace teeny

@@ -10,6 +10,7 @@ module;
 #include <vector>
 export module teeny.ops:elementwise;
 import teeny.core;
+import teeny.graph;
 import teeny.model;
 import :common;
 
@@ -35,7 +36,9 @@ struct unary_op {
   std::string_view name() const { return "unary"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"unary", "teeny_unary", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"unary", "teeny_unary", ""}, backward_kernel_ref("unary_backward", "teeny_unary_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -46,6 +49,12 @@ struct unary_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = InputGradArgs<Args, T>;  // dx += dy * fn'(x)
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<unary_op<float>>);
 
@@ -70,6 +79,19 @@ struct BinaryArgs {
   auto fields() const { return std::tie(a, b, y, fn, epilogue); }
 };
 
+#if TEENY_TRAINING
+/// Backward of binary_op: dz = dy * act'(y) (in dy's buffer); da += dz * d fn/da and db += dz *
+/// d fn/db, each summed over the dims its operand was broadcast along.
+template <FloatElement T>
+struct BinaryBackwardArgs {
+  BinaryArgs<T> forward;  // a and b broadcast to y's shape (stride 0 on broadcast dims)
+  TensorView<T> dy;
+  TensorView<T> da;  // a's gradient with a's broadcast strides, or empty
+  TensorView<T> db;
+  auto fields() const { return std::tie(forward, dy, da, db); }
+};
+#endif
+
 /// y = act(fn(a, b)) with NumPy/PyTorch broadcasting; the activation (a residual block's ReLU
 /// after its add) is fused by the lowering.
 template <FloatElement T>
@@ -82,7 +104,9 @@ struct binary_op {
   std::string_view name() const { return "binary"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"binary", "teeny_binary", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"binary", "teeny_binary", ""}, backward_kernel_ref("binary_backward", "teeny_binary_backward")};
+  }
   std::size_t n_activation_inputs() const { return 2; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& bindings) const {
@@ -94,7 +118,80 @@ struct binary_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = BinaryBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    // Each gradient is bound with its operand's own shape, then read broadcast like the operand.
+    const OpBindings inputs = forward_bindings(b);
+    auto a = input_view<const T>(inputs, 0);
+    auto bv = input_view<const T>(inputs, 1);
+    if (auto e = first_error(a, bv)) return *e;
+    BackwardArgs g{*forward, {}, {}, {}};
+    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, *a, g.da),
+                             bind_grad_input(b, 1, *bv, g.db))) {
+      return *e;
+    }
+    if (g.da.data != nullptr) g.da = broadcast_to(g.da, g.forward.y.shape);
+    if (g.db.data != nullptr) g.db = broadcast_to(g.db, g.forward.y.shape);
+    return g;
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<binary_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<unary_op<float>> && BackwardOp<binary_op<double>>);
+#endif
+
+template <FloatElement T>
+struct DropoutArgs {
+  TensorView<const T> x;
+  TensorView<T> y;  // same shape as x
+  double p = 0.5;
+  std::uint64_t stream = 0;  // which random stream the mask comes from (see kernels/math/random.hpp)
+  auto fields() const { return std::tie(x, y, p, stream); }
+};
+
+/// torch.nn.Dropout in a model lowered for training: in the training phase each element is zeroed
+/// with probability p and the others scaled by 1 / (1 - p); in the eval phase y = x. The mask is a
+/// hash of (phase seed, step, stream, element), so the backward recomputes it rather than store it.
+/// (The inference lowering emits no op for a Dropout: it is the identity there.)
+template <FloatElement T>
+struct dropout_op {
+  using Args = DropoutArgs<T>;
+  Dropout attrs;
+  std::uint64_t stream = 0;  // the lowering gives each dropout its own (its graph node's id)
+  OpOutput out;
+
+  std::string_view name() const { return "dropout"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const {
+    return {{"dropout", "teeny_dropout", ""}, backward_kernel_ref("dropout_backward", "teeny_dropout_backward")};
+  }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(x, y)) return *e;
+    return Args{*x, *y, attrs.p, stream};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = InputGradArgs<Args, T>;  // dx += dy * mask / (1 - p), the forward's mask
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
+};
+static_assert(RuntimeOp<dropout_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<dropout_op<float>>);
+#endif
 
 }  // namespace teeny

@@ -4,6 +4,7 @@
 //   linear_op<float> fc{.attrs = {.in_features = 784, .out_features = 512}, .out = {{batch, 512}}};
 //   fc.epilogue = {.active = true, .fn = UnaryFn::relu};   // set by the lowering when it fuses a ReLU
 module;
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -29,6 +30,19 @@ struct LinearArgs {
   auto fields() const { return std::tie(x, weight, bias, y, epilogue); }
 };
 
+#if TEENY_TRAINING
+/// Backward of linear_op: dz = dy * act'(y) (in dy's buffer), dx += dz W, dW += dz^T x, db += sum dz.
+template <FloatElement T>
+struct LinearBackwardArgs {
+  LinearArgs<T> forward;  // as the forward bound it; y is the activated output
+  TensorView<T> dy;       // [rows, out_features]
+  TensorView<T> dx;       // [rows, in_features], or empty
+  TensorView<T> dweight;  // [out_features, in_features], or empty
+  TensorView<T> dbias;    // [out_features], or empty
+  auto fields() const { return std::tie(forward, dy, dx, dweight, dbias); }
+};
+#endif
+
 /// y = act(x W^T + b) over the last dim.
 template <FloatElement T>
 struct linear_op {
@@ -40,7 +54,9 @@ struct linear_op {
   std::string_view name() const { return "linear"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"linear", "teeny_linear", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"linear", "teeny_linear", ""}, backward_kernel_ref("linear_backward", "teeny_linear_backward")};
+  }
 
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
@@ -65,8 +81,31 @@ struct linear_op {
   Dim3 grid(const ConcreteShape& y) const {
     return {ceil_div(attrs.out_features, 16), ceil_div(y.numel() / attrs.out_features, 16), 1};
   }
+
+#if TEENY_TRAINING
+  using BackwardArgs = LinearBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    BackwardArgs g{*forward, {}, {}, {}, {}};
+    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, g.forward.x, g.dx),
+                             bind_grad_param(b, 0, g.forward.weight, g.dweight),
+                             bind_grad_param(b, 1, g.forward.bias, g.dbias))) {
+      return *e;
+    }
+    return g;
+  }
+  /// One block per 16x16 tile of the larger of dx and dW.
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const {
+    const std::int64_t rows = y.numel() / attrs.out_features;
+    return {ceil_div(attrs.in_features, 16), ceil_div(std::max(rows, attrs.out_features), 16), 1};
+  }
+#endif
 };
 static_assert(RuntimeOp<linear_op<float>> && ExecutableOp<linear_op<double>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<linear_op<float>> && BackwardOp<linear_op<double>>);
+#endif
 
 template <FloatElement T>
 struct MatMulArgs {

@@ -5,6 +5,7 @@
 module;
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <span>
@@ -19,21 +20,53 @@ import :common;
 
 export namespace teeny {
 
+namespace ops_detail {
+// `count` elements of value 1 as bytes: the initial weight of a norm, or running variance.
+template <FloatElement T>
+std::vector<std::byte> ones(std::int64_t count) {
+  std::vector<std::byte> bytes(static_cast<std::size_t>(count) * sizeof(T));
+  const T one = T(1);
+  for (std::int64_t i = 0; i < count; ++i) std::memcpy(bytes.data() + i * sizeof(T), &one, sizeof(T));
+  return bytes;
+}
+}  // namespace ops_detail
+
 template <FloatElement T>
 struct BatchNormArgs {
-  TensorView<const T> x;             // [N, C, S]: the spatial dims flattened (S = 1 for [N, C])
-  TensorView<const T> weight;        // [C], or empty (affine = false)
-  TensorView<const T> bias;          // [C], or empty
-  TensorView<const T> running_mean;  // [C], or empty (track_running_stats = false: batch statistics)
-  TensorView<const T> running_var;   // [C], or empty
-  TensorView<T> y;                   // as x
+  TensorView<const T> x;       // [N, C, S]: the spatial dims flattened (S = 1 for [N, C])
+  TensorView<const T> weight;  // [C], or empty (affine = false)
+  TensorView<const T> bias;    // [C], or empty
+  TensorView<T> running_mean;  // [C], or empty (track_running_stats = false: batch statistics)
+  TensorView<T> running_var;   // [C], or empty; both updated by a forward in training
+  TensorView<T> y;             // as x
   double eps = 1e-5;
   Epilogue epilogue;
-  auto fields() const { return std::tie(x, weight, bias, running_mean, running_var, y, eps, epilogue); }
+  TensorView<std::int64_t> num_batches_tracked;  // [] with running statistics, else empty
+  double momentum = 0.1;                         // < 0: none, a cumulative average (PyTorch's None)
+  auto fields() const {
+    return std::tie(x, weight, bias, running_mean, running_var, y, eps, epilogue, num_batches_tracked, momentum);
+  }
 };
 
-/// Batch norm in eval mode: y = act((x - mean) / sqrt(var + eps) * weight + bias) per channel,
-/// with the running statistics, or, without them, the batch's own (as PyTorch does in eval).
+#if TEENY_TRAINING
+/// Backward of batch_norm_op: dz = dy * act'(y) (in dy's buffer), then in training (batch
+/// statistics, recomputed from x) dx += w * inv_std * (dz - mean(dz) - x_hat * mean(dz * x_hat)),
+/// and with running statistics (eval) dx += w * inv_std * dz; dw += sum(dz * x_hat), db += sum(dz).
+template <FloatElement T>
+struct BatchNormBackwardArgs {
+  BatchNormArgs<T> forward;
+  TensorView<T> dy;
+  TensorView<T> dx;       // or empty
+  TensorView<T> dweight;  // [C], or empty
+  TensorView<T> dbias;    // [C], or empty
+  auto fields() const { return std::tie(forward, dy, dx, dweight, dbias); }
+};
+#endif
+
+/// Batch norm: y = act((x - mean) / sqrt(var + eps) * weight + bias) per channel. In eval mode
+/// with the running statistics, or, without them, the batch's own (as PyTorch does); in a model
+/// running in training mode with the batch's own, updating the running statistics as PyTorch
+/// does (momentum, unbiased variance, num_batches_tracked).
 template <FloatElement T>
 struct batch_norm_op {
   using Args = BatchNormArgs<T>;
@@ -44,7 +77,12 @@ struct batch_norm_op {
   std::string_view name() const { return attrs.name(); }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"batch_norm", "teeny_batch_norm", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"batch_norm", "teeny_batch_norm", ""},
+            backward_kernel_ref("batch_norm_backward", "teeny_batch_norm_backward")};
+  }
+  /// Running statistics and the batch count are buffers, not trained parameters.
+  bool param_trainable(std::size_t i) const { return attrs.affine && i < 2; }
 
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
@@ -56,6 +94,12 @@ struct batch_norm_op {
   }
   DType param_dtype(std::size_t i) const {
     return attrs.track_running_stats && i + 1 == param_names().size() ? DType::i64 : dtype_of<T>;
+  }
+  /// PyTorch's initial values: weight and running_var 1; bias, running_mean and the count 0.
+  std::optional<std::vector<std::byte>> param_init_data(std::size_t i) const {
+    const std::string_view slot = param_names()[i];
+    if (slot == "weight" || slot == "running_var") return ops_detail::ones<T>(attrs.num_features);
+    return std::nullopt;
   }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
     const ConcreteShape c{attrs.num_features};
@@ -70,21 +114,44 @@ struct batch_norm_op {
     const std::size_t stats = attrs.affine ? 2 : 0;
     auto weight = optional_param_view<const T>(b, 0, attrs.affine);
     auto bias = optional_param_view<const T>(b, 1, attrs.affine);
-    auto mean = optional_param_view<const T>(b, stats, attrs.track_running_stats);
-    auto var = optional_param_view<const T>(b, stats + 1, attrs.track_running_stats);
-    if (auto e = first_error(x, y, weight, bias, mean, var)) return *e;
+    auto mean = optional_param_view<T>(b, stats, attrs.track_running_stats);
+    auto var = optional_param_view<T>(b, stats + 1, attrs.track_running_stats);
+    auto count = optional_param_view<std::int64_t>(b, stats + 2, attrs.track_running_stats);
+    if (auto e = first_error(x, y, weight, bias, mean, var, count)) return *e;
     const std::int64_t n = x->shape[0];
     const std::int64_t c = attrs.num_features;
     const ConcreteShape ncs{n, c, n * c == 0 ? 0 : x->numel() / (n * c)};
     auto x3 = contiguous_as(*x, ncs, "input");
     auto y3 = contiguous_as(*y, ncs, "output");
     if (auto e = first_error(x3, y3)) return *e;
-    return Args{*x3, *weight, *bias, *mean, *var, *y3, attrs.eps, epilogue};
+    return Args{*x3, *weight, *bias, *mean, *var, *y3, attrs.eps, epilogue, *count, attrs.momentum.value_or(-1.0)};
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = BatchNormBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    BackwardArgs g{*forward, {}, {}, {}, {}};
+    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, g.forward.x, g.dx),
+                             bind_grad_param(b, 0, g.forward.weight, g.dweight),
+                             bind_grad_param(b, 1, g.forward.bias, g.dbias))) {
+      return *e;
+    }
+    return g;
+  }
+  /// One block per channel (its statistics are a reduction over the batch).
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    return {ceil_div(attrs.num_features, 1), 1, 1};
+  }
+#endif
 };
 static_assert(RuntimeOp<batch_norm_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<batch_norm_op<float>>);
+#endif
 
 template <FloatElement T>
 struct RowNormArgs {
@@ -138,6 +205,11 @@ struct layer_norm_op {
     static constexpr std::string_view slots[] = {"weight", "bias"};
     return std::span<const std::string_view>(slots).first(attrs.elementwise_affine ? (attrs.bias ? 2 : 1) : 0);
   }
+  /// PyTorch's initial values: weight 1, bias 0.
+  std::optional<std::vector<std::byte>> param_init_data(std::size_t i) const {
+    if (i != 0) return std::nullopt;
+    return ops_detail::ones<T>(ops_detail::product(attrs.normalized_shape));
+  }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
     auto shape = ConcreteShape::from(attrs.normalized_shape);
     return std::vector<ConcreteShape>(param_names().size(), shape ? *shape : ConcreteShape{});
@@ -168,6 +240,10 @@ struct rms_norm_op {
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight"};
     return std::span<const std::string_view>(slots).first(attrs.elementwise_affine ? 1 : 0);
+  }
+  /// PyTorch's initial weight: 1.
+  std::optional<std::vector<std::byte>> param_init_data(std::size_t) const {
+    return ops_detail::ones<T>(ops_detail::product(attrs.normalized_shape));
   }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
     auto shape = ConcreteShape::from(attrs.normalized_shape);
@@ -210,6 +286,11 @@ struct group_norm_op {
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight", "bias"};
     return std::span<const std::string_view>(slots).first(attrs.affine ? 2 : 0);
+  }
+  /// PyTorch's initial values: weight 1, bias 0.
+  std::optional<std::vector<std::byte>> param_init_data(std::size_t i) const {
+    if (i != 0) return std::nullopt;
+    return ops_detail::ones<T>(attrs.num_channels);
   }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
     if (!attrs.affine) return {};

@@ -58,7 +58,10 @@ struct max_pool2d_op {
   std::string_view name() const { return "max_pool2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"max_pool2d", "teeny_max_pool2d", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"max_pool2d", "teeny_max_pool2d", ""},
+            backward_kernel_ref("max_pool2d_backward", "teeny_max_pool2d_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -71,8 +74,20 @@ struct max_pool2d_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = InputGradArgs<Args, T>;  // dx[argmax of each window] += dy (the window's max recomputed from x)
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  /// One thread per input element (each gathers from the windows that read it).
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape&) const {
+    return {ceil_div(in.empty() ? 1 : in[0].numel(), 256), 1, 1};
+  }
+#endif
 };
 static_assert(RuntimeOp<max_pool2d_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<max_pool2d_op<float>>);
+#endif
 
 /// torch.nn.AvgPool2d: zero padding, counted in the divisor or not; divisor_override replaces it.
 template <FloatElement T>
@@ -84,7 +99,10 @@ struct avg_pool2d_op {
   std::string_view name() const { return "avg_pool2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"avg_pool2d", "teeny_avg_pool2d", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"avg_pool2d", "teeny_avg_pool2d", ""},
+            backward_kernel_ref("avg_pool2d_backward", "teeny_avg_pool2d_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -96,8 +114,20 @@ struct avg_pool2d_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = InputGradArgs<Args, T>;  // each window's dx += dy / divisor
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  /// One thread per input element (each gathers from the windows that read it).
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape&) const {
+    return {ceil_div(in.empty() ? 1 : in[0].numel(), 256), 1, 1};
+  }
+#endif
 };
 static_assert(RuntimeOp<avg_pool2d_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<avg_pool2d_op<float>>);
+#endif
 
 /// torch.nn.AdaptiveAvgPool2d: output (i, j) averages rows [floor(i*H/Ho), ceil((i+1)*H/Ho)) and
 /// the same for columns. The output size is y's.
@@ -110,7 +140,10 @@ struct adaptive_avg_pool2d_op {
   std::string_view name() const { return "adaptive_avg_pool2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"adaptive_avg_pool2d", "teeny_adaptive_avg_pool2d", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"adaptive_avg_pool2d", "teeny_adaptive_avg_pool2d", ""},
+            backward_kernel_ref("adaptive_avg_pool2d_backward", "teeny_adaptive_avg_pool2d_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -120,7 +153,19 @@ struct adaptive_avg_pool2d_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = InputGradArgs<Args, T>;  // each region's dx += dy / its size
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  /// One thread per input element (each gathers from the windows that read it).
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape&) const {
+    return {ceil_div(in.empty() ? 1 : in[0].numel(), 256), 1, 1};
+  }
+#endif
 };
 static_assert(RuntimeOp<adaptive_avg_pool2d_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<adaptive_avg_pool2d_op<float>>);
+#endif
 
 }  // namespace teeny

@@ -46,7 +46,9 @@ struct softmax_op {
   std::string_view name() const { return log ? "log_softmax" : "softmax"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"softmax", "teeny_softmax", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"softmax", "teeny_softmax", ""}, backward_kernel_ref("softmax_backward", "teeny_softmax_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -73,8 +75,18 @@ struct softmax_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  /// softmax: dx += y * (dy - sum(dy * y)); log_softmax: dx += dy - exp(y) * sum(dy), per row.
+  using BackwardArgs = InputGradArgs<Args, T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<softmax_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<softmax_op<float>>);
+#endif
 
 template <FloatElement T>
 struct ReduceArgs {

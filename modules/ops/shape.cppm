@@ -37,7 +37,9 @@ struct reshape_op {
   std::string_view name() const { return "reshape"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"reshape", "teeny_copy", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"reshape", "teeny_copy", ""}, backward_kernel_ref("reshape_backward", "teeny_copy_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -51,8 +53,17 @@ struct reshape_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = InputGradArgs<Args, T>;  // dx += dy, element for element
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<reshape_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<reshape_op<float>>);
+#endif
 
 namespace ops_detail {
 // `axis` (negative from the end) as an index into a shape of `rank` dims.

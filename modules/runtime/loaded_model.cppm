@@ -48,6 +48,28 @@ concept KernelFor = RuntimeOp<Op> && requires(B& backend, const Op& op, const ty
   };
 };
 
+#if TEENY_TRAINING
+/// A backend `B` runs op `Op`'s backward: prepare_backward_kernel(op, args, backend) ->
+/// Result<State> once per plan, then run_backward_kernel(op, args, state, backend) per backward.
+template <class B, class Op>
+concept BackwardKernelFor =
+    BackwardOp<Op> && requires(B& backend, const Op& op, const typename Op::BackwardArgs& args) {
+      requires is_result_v<std::remove_cvref_t<decltype(prepare_backward_kernel(op, args, backend))>>;
+      requires requires(
+          typename std::remove_cvref_t<decltype(prepare_backward_kernel(op, args, backend))>::value_type& state) {
+        run_backward_kernel(op, args, state, backend);
+      };
+    };
+
+/// A kernel whose prepared state depends on parameter values (a packed weight) refreshes it in
+/// place when they change: refresh_kernel(op, args, state, backend) -> Result<void>. A trainable
+/// model calls it before every forward, since an optimizer step changes them.
+template <class B, class Op, class State>
+concept RefreshableKernel = requires(B& backend, const Op& op, const typename Op::Args& args, State& state) {
+  { refresh_kernel(op, args, state, backend) } -> std::same_as<Result<void>>;
+};
+#endif
+
 namespace loaded_detail {
 template <class B, class Op>
 struct kernel_state {
@@ -75,6 +97,35 @@ struct step_variant<B, std::variant<Ops...>> {
   using type = std::variant<Step<B, Ops>...>;
 };
 
+#if TEENY_TRAINING
+template <class B, class Op>
+struct backward_state {
+  using type = typename std::remove_cvref_t<decltype(prepare_backward_kernel(
+      std::declval<const Op&>(), std::declval<const typename Op::BackwardArgs&>(), std::declval<B&>()))>::value_type;
+};
+
+// A backward plan step: the op's backward arguments and state, one per backward launch, and the
+// gradient buffers whose life starts here (cleared before the op accumulates into them). Ops the
+// backend cannot differentiate have no backward step (a training load refuses them where a
+// gradient would have to pass).
+template <class B, class Op>
+struct BackwardStep {};
+template <class B, class Op>
+  requires BackwardKernelFor<B, Op>
+struct BackwardStep<B, Op> {
+  const Op* op = nullptr;
+  std::vector<typename Op::BackwardArgs> args;
+  std::vector<typename backward_state<B, Op>::type> states;
+};
+
+template <class B, class Ops>
+struct backward_step_variant;
+template <class B, class... Ops>
+struct backward_step_variant<B, std::variant<Ops...>> {
+  using type = std::variant<BackwardStep<B, Ops>...>;
+};
+#endif
+
 template <class B, class Ops>
 inline constexpr bool backend_runs_all = false;
 template <class B, class... Ops>
@@ -95,6 +146,16 @@ struct PlanStats {
   std::size_t parameter_bytes = 0;
   std::int64_t parameter_count = 0;  // elements of all parameter buffers
 };
+
+#if TEENY_TRAINING
+/// A trained parameter of a model lowered for training: its state_dict key, its values and the
+/// gradient backward accumulates into (same dtype and shape). Both point into the model.
+struct ParameterGradient {
+  std::string_view key;
+  TensorBinding value;
+  TensorBinding grad;
+};
+#endif
 
 /// Wall time of one DAG node's kernel launches, summed over the forwards run while profiling.
 struct StepTime {
@@ -122,6 +183,11 @@ class LoadedModel {
     model.order_.assign(order->begin(), order->end());
     for (NodeId g : graph.inputs()) model.inputs_.push_back({graph.dag()[g].name, model.lowered_.value_of(g)});
     for (const auto& out : graph.outputs()) model.outputs_.push_back({out.name, model.lowered_.value_of(out.node)});
+#if TEENY_TRAINING
+    if (model.trainable()) {
+      if (auto traced = model.trace_gradients(); !traced) return std::move(traced).error();
+    }
+#endif
     auto plan = model.plan_for(dims);
     if (!plan) return std::move(plan).error();
     return model;
@@ -218,6 +284,11 @@ class LoadedModel {
       const TensorBinding& dst = current_->values[*find_port(inputs_, in.name)];
       std::memcpy(dst.data, in.data.data(), in.data.size());
     }
+#if TEENY_TRAINING
+    if (trainable()) {
+      if (auto started = start_training_forward(); !started) return started;
+    }
+#endif
     const bool profiling = !step_ns_.empty();
     for (std::size_t s = 0; s < current_->steps.size(); ++s) {
       const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -233,6 +304,13 @@ class LoadedModel {
       if (profiling) step_ns_[s] += std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count();
     }
     if (profiling) ++profiled_forwards_;
+#if TEENY_TRAINING
+    if (trainable()) {
+      // The output gradients start at zero: a loss writes those it has a gradient for.
+      for (const Port& port : outputs_) clear(current_->grads[port.node]);
+      forward_ran_ = true;
+    }
+#endif
     return ok();
   }
 
@@ -244,18 +322,96 @@ class LoadedModel {
     return current_->values[*node];
   }
 
+#if TEENY_TRAINING
+  // ---- Training (models lowered with LoweringMode::training, in training builds) ----
+
+  /// Whether the model was lowered for training, so that it can run backward.
+  bool trainable() const { return lowered_.mode == LoweringMode::training; }
+
+  /// The phase forward runs in: training (batch statistics, active dropout; the default of a
+  /// trainable model) or eval (running statistics, dropout the identity), like PyTorch's
+  /// module.train() / module.eval().
+  void set_training(bool on) { training_ = on; }
+  bool training() const { return training_; }
+  /// Seeds dropout's masks; each training forward draws new ones (the step count goes on).
+  void set_seed(std::uint64_t seed) { seed_ = seed; }
+
+  /// dL/d(output `name`) of the last forward, in the arena, zeroed by every forward: the loss
+  /// writes its gradient here before backward(). Outputs not written contribute nothing.
+  Result<TensorBinding> output_grad(std::string_view name) const {
+    if (!trainable()) return not_trainable();
+    auto node = find_port(outputs_, name);
+    if (!node) {
+      return fail(Errc::not_found, "the model has no output '", name, "' (outputs: ", port_names(outputs_), ")");
+    }
+    return current_->grads[*node];
+  }
+
+  /// Backpropagates the output gradients through the last forward, in reverse topological order,
+  /// adding each parameter's gradient to its buffer (gradients accumulate until zero_grad(), as in
+  /// PyTorch). Allocates nothing.
+  Result<void> backward() {
+    if (!trainable()) return not_trainable();
+    if (!forward_ran_) return fail(Errc::invalid_argument, "backward() needs a forward() first");
+    forward_ran_ = false;  // the activations a backward reads are the last forward's
+    for (auto& step : current_->backward) {
+      for (const TensorBinding& grad : step.first_use) clear(grad);
+      std::visit(
+          [&]<class Op>(loaded_detail::BackwardStep<Backend, Op>& s) {
+            if constexpr (BackwardKernelFor<Backend, Op>) {
+              for (std::size_t i = 0; i < s.args.size(); ++i)
+                run_backward_kernel(*s.op, s.args[i], s.states[i], *backend_);
+            }
+          },
+          step.step);
+    }
+    return ok();
+  }
+
+  /// Sets every parameter gradient to zero.
+  void zero_grad() {
+    for (auto& p : params_) {
+      if (p.grad.bytes() != 0) std::memset(p.grad.data(), 0, p.grad.bytes());
+    }
+  }
+
+  /// The trained parameters (buffers such as running statistics left out), in DAG order.
+  std::vector<ParameterGradient> parameter_gradients() {
+    std::vector<ParameterGradient> out;
+    for (auto& p : params_) {
+      if (!p.trainable) continue;
+      out.push_back({p.key,
+                     {p.tensor.data(), p.tensor.dtype(), p.tensor.shape(), 0},
+                     {p.grad.data(), p.grad.dtype(), p.grad.shape(), 0}});
+    }
+    return out;
+  }
+#endif
+
  private:
   struct Param {
     std::string key;
     NodeId node;
     Tensor tensor;
+    bool trainable = false;  // training models: a gradient buffer, `grad`, of the same shape
+    Tensor grad;
   };
+#if TEENY_TRAINING
+  struct BackwardEntry {
+    typename loaded_detail::backward_step_variant<Backend, Ops>::type step;
+    std::vector<TensorBinding> first_use;  // gradient buffers that start their life here: cleared first
+  };
+#endif
   struct Plan {
     Bindings dims;
     Buffer arena;
     std::vector<TensorBinding> values;  // per DAG node
     std::vector<typename loaded_detail::step_variant<Backend, Ops>::type> steps;
     PlanStats stats;
+#if TEENY_TRAINING
+    std::vector<TensorBinding> grads;     // per DAG node: dL/d(its value), or unbound (no gradient flows)
+    std::vector<BackwardEntry> backward;  // in execution order: reverse topological
+#endif
   };
 
   LoadedModel() = default;
@@ -346,8 +502,17 @@ class LoadedModel {
           node.op);
     }
 
-    // 2. One arena, bytes reused by liveness. Outputs live to the end.
-    std::vector<BufferRequest> requests(n);
+    // 2. One arena, bytes reused by liveness. Outputs live to the end. A training plan's steps go on
+    // through the backward (step S + k undoes forward step S - 1 - k): a value lives until the last
+    // backward that reads it, and a gradient (requests n..2n) from the first backward step that
+    // adds to it until its own node's backward.
+    const std::size_t total_steps = order_.size();
+#if TEENY_TRAINING
+    const bool training_plan = trainable();
+#else
+    constexpr bool training_plan = false;
+#endif
+    std::vector<BufferRequest> requests(training_plan ? 2 * n : n);
     std::vector<std::int64_t> row_strides(n);
     for (NodeId id = 0; id < n; ++id) {
       const auto& node = dag[id];
@@ -369,7 +534,25 @@ class LoadedModel {
       for (const Use& use : dag.uses(id))
         requests[id].last_step = std::max(requests[id].last_step, step_of[use.consumer]);
     }
-    for (const Port& out : outputs_) requests[out.node].last_step = order_.size();
+    for (const Port& out : outputs_) requests[out.node].last_step = training_plan ? 2 * total_steps : total_steps;
+#if TEENY_TRAINING
+    if (training_plan) {
+      const auto backward_step = [&](NodeId id) { return 2 * total_steps - 1 - step_of[id]; };
+      for (NodeId id = 0; id < n; ++id) {
+        bool read_by_backward = flows_[id];
+        for (const Use& use : dag.uses(id)) read_by_backward = read_by_backward || flows_[use.consumer];
+        if (read_by_backward) requests[id].last_step = std::max(requests[id].last_step, backward_step(id));
+        if (!flows_[id]) continue;
+        BufferRequest& grad = requests[n + id];
+        grad.bytes = static_cast<std::size_t>(shapes[id].numel()) * size_of(output_dtype_of(dag[id].op));
+        grad.first_step = is_output(id) ? total_steps : backward_step(id);
+        for (const Use& use : dag.uses(id)) {
+          if (flows_[use.consumer]) grad.first_step = std::min(grad.first_step, backward_step(use.consumer));
+        }
+        grad.last_step = backward_step(id);
+      }
+    }
+#endif
     const MemoryPlan memory = plan_memory(requests);
     auto arena = Buffer::allocate(memory.arena_bytes);
     if (!arena) return std::move(arena).error().context("activation arena");
@@ -379,6 +562,15 @@ class LoadedModel {
       plan->values[id] = TensorBinding{plan->arena.data() + memory.offsets[id], output_dtype_of(dag[id].op), shapes[id],
                                        row_strides[id]};
     }
+#if TEENY_TRAINING
+    if (training_plan) {
+      plan->grads.resize(n);
+      for (NodeId id = 0; id < n; ++id) {
+        void* data = flows_[id] ? plan->arena.data() + memory.offsets[n + id] : nullptr;
+        plan->grads[id] = TensorBinding{data, output_dtype_of(dag[id].op), shapes[id], 0};
+      }
+    }
+#endif
 
     // 3. Parameters (allocated with the first plan; later plans must agree on their shapes).
     const bool first_plan = params_.empty() && plans_.empty();
@@ -432,6 +624,24 @@ class LoadedModel {
       plan->steps.push_back(std::move(*step));
     }
     if (auto prepared = prepare(*plan); !prepared) return std::move(prepared).error();
+#if TEENY_TRAINING
+    if (training_plan) {
+      std::vector<std::vector<TensorBinding>> first_use(total_steps);  // by backward step
+      for (NodeId id = 0; id < n; ++id) {
+        if (flows_[id] && !is_output(id))
+          first_use[requests[n + id].first_step - total_steps].push_back(plan->grads[id]);
+      }
+      for (std::size_t k = 0; k < total_steps; ++k) {
+        const NodeId id = order_[total_steps - 1 - k];
+        if (!flows_[id]) continue;
+        auto entry = backward_entry(*plan, id);
+        if (!entry)
+          return std::move(entry).error().context(cat("node '", dag[id].name, "' (", name_of(dag[id].op), ")"));
+        entry->first_use = std::move(first_use[k]);
+        plan->backward.push_back(std::move(*entry));
+      }
+    }
+#endif
 
     plan->stats.steps = 0;
     for (const auto& step : plan->steps) {
@@ -471,7 +681,16 @@ class LoadedModel {
         }
         std::memcpy(tensor->data(), init->data(), init->size());
       }
-      params_.push_back({lowered_.param_key(id, names[i]), id, std::move(*tensor)});
+      Param param{lowered_.param_key(id, names[i]), id, std::move(*tensor)};
+#if TEENY_TRAINING
+      if (trainable() && param_trainable(op, i)) {
+        auto grad = Tensor::zeros(param.tensor.dtype(), shapes[i]);
+        if (!grad) return std::move(grad).error().context(cat("gradient of '", param.key, "'"));
+        param.trainable = true;
+        param.grad = std::move(*grad);
+      }
+#endif
+      params_.push_back(std::move(param));
     }
     return ok();
   }
@@ -509,6 +728,137 @@ class LoadedModel {
     }
     return ok();
   }
+
+#if TEENY_TRAINING
+  static Error not_trainable() {
+    return fail(Errc::unsupported,
+                "the model was lowered for inference; lower it with LoweringMode::training to train");
+  }
+  bool is_output(NodeId id) const {
+    return std::any_of(outputs_.begin(), outputs_.end(), [&](const Port& p) { return p.node == id; });
+  }
+  static void clear(const TensorBinding& t) {
+    if (t.data != nullptr) std::memset(t.data, 0, static_cast<std::size_t>(t.shape.numel()) * size_of(t.dtype));
+  }
+
+  // Which DAG nodes a gradient flows through: those computed from a trained parameter that lead
+  // to an output. Each must have a backward the backend runs, else the load fails naming it (the
+  // seed silently stopped the gradient there).
+  Result<void> trace_gradients() {
+    const auto& dag = lowered_.dag;
+    const std::size_t n = dag.size();
+    std::vector<bool> from_param(n, false);
+    for (NodeId id : order_) {
+      std::visit(
+          [&]<class Op>(const Op& op) {
+            if constexpr (!InputOpType<Op>) {
+              for (std::size_t i = 0; i < param_names(op).size(); ++i)
+                from_param[id] = from_param[id] || param_trainable(op, i);
+            }
+          },
+          dag[id].op);
+      for (NodeId in : dag[id].inputs) from_param[id] = from_param[id] || from_param[in];
+    }
+    std::vector<bool> to_output(n, false);
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      to_output[*it] = is_output(*it);
+      for (const Use& use : dag.uses(*it)) to_output[*it] = to_output[*it] || to_output[use.consumer];
+    }
+    flows_.assign(n, false);
+    for (NodeId id = 0; id < n; ++id) {
+      flows_[id] = from_param[id] && to_output[id];
+      if (!flows_[id]) continue;
+      const bool differentiable = std::visit(
+          [&]<class Op>(const Op& op) {
+            if constexpr (InputOpType<Op>) {
+              return false;
+            } else if constexpr (BackwardKernelFor<Backend, Op>) {
+              return has_backward(op);
+            } else {
+              return false;
+            }
+          },
+          dag[id].op);
+      if (!differentiable) {
+        return fail(Errc::unsupported, "node '", dag[id].name, "' (", name_of(dag[id].op),
+                    "): a trained parameter's gradient must pass through this op, which has no backward",
+                    " on this backend");
+      }
+    }
+    return ok();
+  }
+
+  // The backward step of DAG node `id`: its backward arguments bound to the plan's values and
+  // gradients, and its backward kernels prepared.
+  Result<BackwardEntry> backward_entry(Plan& plan, NodeId id) {
+    const auto& node = lowered_.dag[id];
+    std::vector<TensorBinding> inputs;
+    std::vector<TensorBinding> grad_inputs;
+    for (NodeId in : node.inputs) {
+      inputs.push_back(plan.values[in]);
+      grad_inputs.push_back(flows_[in] ? plan.grads[in]
+                                       : TensorBinding{nullptr, plan.values[in].dtype, plan.values[in].shape, 0});
+    }
+    std::vector<TensorBinding> params;
+    std::vector<TensorBinding> grad_params;
+    for (auto& p : params_) {
+      if (p.node != id) continue;
+      params.push_back({p.tensor.data(), p.tensor.dtype(), p.tensor.shape(), 0});
+      grad_params.push_back({p.trainable ? p.grad.data() : nullptr, p.tensor.dtype(), p.tensor.shape(), 0});
+    }
+    const BackwardBindings bindings{inputs, params, plan.values[id], plan.grads[id], grad_inputs, grad_params};
+    return std::visit(
+        [&]<class Op>(const Op& op) -> Result<BackwardEntry> {
+          if constexpr (BackwardKernelFor<Backend, Op>) {
+            loaded_detail::BackwardStep<Backend, Op> step;
+            step.op = &op;
+            const std::size_t launches = n_backward_launches(op);
+            for (std::size_t launch = 0; launch < launches; ++launch) {
+              auto args = pack_backward_args_for_launch(op, launch, bindings);
+              if (!args) return std::move(args).error().context(cat("backward launch ", launch));
+              auto state = prepare_backward_kernel(op, *args, *backend_);
+              if (!state) return std::move(state).error();
+              step.args.push_back(*args);
+              step.states.push_back(std::move(*state));
+            }
+            return BackwardEntry{std::move(step), {}};
+          } else {
+            return fail(Errc::internal, "no backward kernel");
+          }
+        },
+        node.op);
+  }
+
+  // Sets the backend's phase for this forward and refreshes the kernels' parameter-derived state
+  // (the parameters change with every optimizer step).
+  Result<void> start_training_forward() {
+    if (training_) ++step_;
+    backend_->set_phase(RunPhase{training_, seed_, step_});
+    for (std::size_t s = 0; s < current_->steps.size(); ++s) {
+      Result<void> refreshed = std::visit(
+          [&]<class Op>(loaded_detail::Step<Backend, Op>& step) -> Result<void> {
+            if constexpr (!InputOpType<Op>) {
+              using State = typename loaded_detail::kernel_state<Backend, Op>::type;
+              if constexpr (RefreshableKernel<Backend, Op, State>) {
+                for (std::size_t i = 0; i < step.args.size(); ++i) {
+                  if (auto r = refresh_kernel(*step.op, step.args[i], step.states[i], *backend_); !r) return r;
+                }
+              }
+            }
+            return ok();
+          },
+          current_->steps[s]);
+      if (!refreshed) return std::move(refreshed).error().context(cat("node '", lowered_.dag[order_[s]].name, "'"));
+    }
+    return ok();
+  }
+
+  std::vector<bool> flows_;  // per DAG node: a gradient flows through it (training models)
+  bool training_ = true;
+  bool forward_ran_ = false;
+  std::uint64_t seed_ = 0;
+  std::uint64_t step_ = 0;
+#endif
 
   Lowered<Ops> lowered_;
   std::unique_ptr<Backend> backend_;

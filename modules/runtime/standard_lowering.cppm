@@ -6,7 +6,9 @@
 // are scaled at load), fold_residual_add<Base> folds a residual add into the convolution that
 // computes one of its operands, and fuse_activations<Base> folds an activation into the Linear,
 // Conv, BatchNorm or elementwise binary op before it (one pass with bias + activation).
-// standard_lowering<T> is the four together, as a whole-graph Lowering.
+// standard_lowering<T> is the four together, as a whole-graph Lowering. Lowered for training, the
+// folds stand aside (BatchNorm runs on batch statistics, a residual add keeps its own backward),
+// dropouts become dropout_op, and only activations whose derivative follows from their output fuse.
 //
 //   auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::inference);
 module;
@@ -18,6 +20,8 @@ module;
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "math/gradient.hpp"
 export module teeny.runtime:standard_lowering;
 import teeny.core;
 import teeny.graph;
@@ -159,7 +163,8 @@ struct standard_node_lowering {
             [&](const Cast& c) { return emit(cast_op<T>{c.dtype, out}); },
             [&](const Embedding& e) { return emit(embedding_op<T>{e, out}); },
             [&](const Attention& a) { return emit(attention_op<T>{a, out}); },
-            [&](const Dropout&) -> Result<bool> {
+            [&](const Dropout& d) -> Result<bool> {
+              if (ctx.mode() == LoweringMode::training) return emit(dropout_op<T>{d, g, out});
               ctx.alias(g, ctx.input(g, 0));  // the identity at inference
               return true;
             },
@@ -181,7 +186,13 @@ struct fuse_activations {
   Result<bool> lower_node(LoweringContext<op_set>& ctx, NodeId g) const {
     const Graph& graph = ctx.graph();
     const auto& node = graph.dag()[g];
-    if (auto act = lowering_detail::activation_of(node.op.op); act && node.inputs.size() == 1) {
+    auto act = lowering_detail::activation_of(node.op.op);
+    // For training only activations whose derivative follows from their output fuse: the fused op
+    // keeps only the activated output for its backward.
+    if (act && ctx.mode() == LoweringMode::training && !math::derivative_from_output(act->first, act->second)) {
+      act.reset();
+    }
+    if (act && node.inputs.size() == 1) {
       const NodeId dag_node = ctx.input(g, 0);
       // No other reader may see the activation: the producer's value, and any other the DAG node
       // holds (a folded BatchNorm's input, or what a Dropout aliases), must be read only here.
@@ -219,6 +230,8 @@ struct fold_batch_norm {
 
   Result<bool> lower_node(LoweringContext<op_set>& ctx, NodeId g) const {
     const auto& node = ctx.graph().dag()[g];
+    // Training runs BatchNorm on batch statistics, which no fold can precompute.
+    if (ctx.mode() == LoweringMode::training) return base.lower_node(ctx, g);
     const auto* norm = std::get_if<BatchNorm>(&node.op.op);
     // eps > 0: the fold divides by sqrt(var + eps) at load, when the variance may still be zero.
     if (norm != nullptr && norm->track_running_stats && norm->eps > 0 && node.inputs.size() == 1) {
@@ -265,6 +278,8 @@ struct fold_residual_add {
     const Graph& graph = ctx.graph();
     const auto& node = graph.dag()[g];
     const auto* add = std::get_if<Binary>(&node.op.op);
+    // Training keeps the add: the folded convolution has no backward.
+    if (ctx.mode() == LoweringMode::training) return base.lower_node(ctx, g);
     if (add == nullptr || add->op != BinaryOp::add || node.inputs.size() != 2) return base.lower_node(ctx, g);
     // No broadcasting: both operands have the sum's shape.
     for (const NodeId in : node.inputs) {
@@ -301,11 +316,15 @@ struct standard_lowering {
   using op_set = standard_ops<T>;
   fuse_activations<fold_residual_add<fold_batch_norm<standard_node_lowering<T>>>> nodes{};
 
+  /// Inference folds and fuses all it can; training (training builds) keeps BatchNorms and residual
+  /// adds apart, runs dropouts, and fuses only activations whose derivative follows from their
+  /// output.
   Result<Lowered<op_set>> lower(const Graph& graph, LoweringMode mode) const {
-    if (mode != LoweringMode::inference) {
-      return fail(Errc::unsupported, "the standard lowering lowers for inference; ", name(mode),
-                  " mode needs the training lowering");
+#if !TEENY_TRAINING
+    if (mode == LoweringMode::training) {
+      return fail(Errc::unsupported, "this build of teeny has no training support (configure with -Dtraining=true)");
     }
+#endif
     return lower_graph(nodes, graph, mode);
   }
 };

@@ -411,6 +411,18 @@ PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ld
   return p;
 }
 
+bool repack(PackedMatrix& packed, const float* x, std::size_t ld, bool trans) {
+  if (!packed.ok()) return false;
+  const KernelTable& kt = kernels_for(packed.isa_);
+  if (packed.rows_ == 0 || packed.cols_ == 0) return true;
+  if (packed.operand_ == PackedMatrix::Operand::a) {
+    kt.pack_a(raw_a(x, ld, trans), packed.cols_, packed.rows_, packed.data_);
+  } else {
+    kt.pack_b(raw_b(x, ld, trans), packed.rows_, packed.cols_, packed.data_);
+  }
+  return true;
+}
+
 // ---- GEMM entry points ------------------------------------------------------------------------
 
 void sgemm(const GemmShape& shape, const float* a, std::size_t lda, bool trans_a, const float* b, std::size_t ldb,

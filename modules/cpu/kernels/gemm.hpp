@@ -94,6 +94,7 @@ class PackedMatrix {
  private:
   friend PackedMatrix pack_a(std::size_t, std::size_t, const float*, std::size_t, bool);
   friend PackedMatrix pack_b(std::size_t, std::size_t, const float*, std::size_t, bool);
+  friend bool repack(PackedMatrix&, const float*, std::size_t, bool);
   void reset();
 
   float* data_ = nullptr;
@@ -114,6 +115,11 @@ PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t ld
 
 // Packs op(B) (K x N). trans_b: B is stored N x K (a Linear weight W[N, K]).
 PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b);
+
+// Refills `packed` in place from new values of the same op(X) (a weight after an optimizer step):
+// the same shape, layout and instruction set, no allocation. `x`, `ld` and `trans` are read as by
+// the pack_a / pack_b call that made it. False (nothing written) when `packed` is not ok().
+bool repack(PackedMatrix& packed, const float* x, std::size_t ld, bool trans);
 
 // ---- GEMM -------------------------------------------------------------------------------------
 

@@ -1,0 +1,231 @@
+// The trainable model (training builds): what a training load refuses, the training and eval
+// phases (BatchNorm statistics, dropout), gradient accumulation and zero_grad, and a training
+// step that allocates nothing once warmed up. Values are checked against references computed
+// here in double.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+import teeny;
+
+#include "models.hpp"
+#include "support/allocation_counter.hpp"
+
+namespace {
+using teeny::DType;
+using teeny::GraphBuilder;
+
+std::vector<float> random_values(std::int64_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+teeny::TensorRef ref(const char* name, const std::vector<float>& data, teeny::ConcreteShape shape) {
+  return {name, DType::f32, std::move(shape), std::as_bytes(std::span(data))};
+}
+
+void fill(const teeny::TensorBinding& t, const std::vector<float>& values) {
+  REQUIRE(static_cast<std::size_t>(t.shape.numel()) == values.size());
+  std::memcpy(t.data, values.data(), values.size() * sizeof(float));
+}
+
+const float* floats(const teeny::TensorBinding& t) { return static_cast<const float*>(t.data); }
+}  // namespace
+
+TEST_CASE("a training load refuses a parameter whose gradient would stop at an op without backward") {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 4});
+  auto h = b.linear(x, 6).named("fc");
+  auto n = b.layer_norm(h, {6}).named("norm");  // LayerNorm has no backward yet
+  b.output("y", b.linear(n, 3).named("head"));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu_for_training(*graph, {});
+  REQUIRE_FALSE(model);
+  CHECK(model.error().code() == teeny::Errc::unsupported);
+  const std::string message = model.error().to_string();
+  CAPTURE(message);
+  CHECK(message.find("node 'norm' (layer_norm)") != std::string::npos);
+  CHECK(message.find("no backward") != std::string::npos);
+
+  // The same op where no trained parameter is before it is fine: no gradient has to pass.
+  GraphBuilder c;
+  auto x2 = c.input("x", DType::f32, {2, 4});
+  c.output("y", c.linear(c.layer_norm(x2, {4}, {.elementwise_affine = false}), 3).named("head"));
+  auto graph2 = std::move(c).build();
+  REQUIRE(graph2);
+  CHECK(teeny::load_cpu_for_training(*graph2, {}));
+}
+
+TEST_CASE("an inference model refuses training calls with a clear error") {
+  auto graph = models::mlp();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu(*graph, {{"batch", 2}});
+  REQUIRE(model);
+  CHECK_FALSE(model->trainable());
+  auto ran = model->backward();
+  REQUIRE_FALSE(ran);
+  CHECK(ran.error().to_string().find("lowered for inference") != std::string::npos);
+  CHECK_FALSE(model->output_grad("logits"));
+}
+
+TEST_CASE("backward needs a forward first; gradients accumulate until zero_grad") {
+  auto graph = models::mlp();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu_for_training(*graph, {{"batch", 3}});
+  REQUIRE(model);
+  CHECK_FALSE(model->backward());  // no forward yet
+  for (auto& p : model->parameter_gradients()) {
+    fill(p.value, random_values(p.value.shape.numel(), 7, 0.05f));
+  }
+  const auto x = random_values(3 * 784, 3);
+  const teeny::TensorRef in[] = {ref("x", x, {3, 1, 28, 28})};
+  const auto r = random_values(30, 5);
+  auto step = [&] {
+    REQUIRE(model->forward(in));
+    auto dy = model->output_grad("logits");
+    REQUIRE(dy);
+    fill(*dy, r);
+    REQUIRE(model->backward());
+  };
+  step();
+  auto params = model->parameter_gradients();
+  REQUIRE(params.size() == 6);
+  CHECK(params[0].key == "fc1.weight");
+  std::vector<float> once(floats(params[5].grad), floats(params[5].grad) + 10);
+  step();
+  for (std::size_t i = 0; i < 10; ++i) CHECK(floats(params[5].grad)[i] == doctest::Approx(2 * once[i]).epsilon(1e-5));
+  // fc3's bias gradient is the column sum of dL/dlogits: r summed over the batch.
+  for (std::size_t j = 0; j < 10; ++j) CHECK(once[j] == doctest::Approx(r[j] + r[10 + j] + r[20 + j]).epsilon(1e-5));
+  model->zero_grad();
+  for (const auto& p : model->parameter_gradients()) {
+    for (std::int64_t i = 0; i < p.grad.shape.numel(); ++i) REQUIRE(floats(p.grad)[i] == 0.0f);
+  }
+}
+
+TEST_CASE("BatchNorm in training: batch statistics, PyTorch's running-stat update, eval on running stats") {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {4, 3});
+  b.output("y", b.batch_norm1d(b.linear(x, 2).named("fc"), {.momentum = 0.25}).named("bn"));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu_for_training(*graph, {});
+  REQUIRE(model);
+  // fc: weight [[1, 0, 0], [0, 2, 0]], bias [0, 1]: h = (x0, 2 x1 + 1).
+  auto params = model->parameter_gradients();
+  fill(params[0].value, {1, 0, 0, 0, 2, 0});
+  fill(params[1].value, {0, 1});
+  const std::vector<float> xs = {1, 2, 0, 2, -1, 0, 4, 0, 0, -3, 5, 0};
+  const teeny::TensorRef in[] = {ref("x", xs, {4, 3})};
+  REQUIRE(model->forward(in));
+  // Channel 0: h = 1, 2, 4, -3: mean 1, biased var 6.5, unbiased 26/3.
+  const double inv_std = 1.0 / std::sqrt(6.5 + 1e-5);
+  auto y = model->output("y");
+  REQUIRE(y);
+  CHECK(floats(*y)[0] == doctest::Approx((1 - 1) * inv_std).epsilon(1e-5));
+  CHECK(floats(*y)[2] == doctest::Approx((2 - 1) * inv_std).epsilon(1e-5));
+  CHECK(floats(*y)[6] == doctest::Approx((-3 - 1) * inv_std).epsilon(1e-5));
+  const auto all = model->parameters();  // buffers too
+  const auto* running_mean = reinterpret_cast<const float*>(all[4].data.data());
+  const auto* running_var = reinterpret_cast<const float*>(all[5].data.data());
+  const auto* batches = reinterpret_cast<const std::int64_t*>(all[6].data.data());
+  REQUIRE(all[4].name == "bn.running_mean");
+  CHECK(running_mean[0] == doctest::Approx(0.25 * 1.0).epsilon(1e-6));
+  CHECK(running_var[0] == doctest::Approx(0.75 * 1.0 + 0.25 * 26.0 / 3.0).epsilon(1e-6));
+  CHECK(*batches == 1);
+
+  // Eval: the running statistics, and nothing updated.
+  model->set_training(false);
+  REQUIRE(model->forward(in));
+  y = model->output("y");
+  const double eval_scale = 1.0 / std::sqrt(running_var[0] + 1e-5);
+  CHECK(floats(*y)[0] == doctest::Approx((1 - running_mean[0]) * eval_scale).epsilon(1e-5));
+  CHECK(*batches == 1);
+}
+
+TEST_CASE("dropout: active in the training phase with seeded masks, the identity in eval") {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {64, 32});
+  b.output("y", b.dropout(b.linear(x, 32).named("fc"), 0.25));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu_for_training(*graph, {});
+  REQUIRE(model);
+  model->set_seed(42);
+  const auto xs = random_values(64 * 32, 1);
+  for (auto& p : model->parameter_gradients()) fill(p.value, random_values(p.value.shape.numel(), 2));
+  const teeny::TensorRef in[] = {ref("x", xs, {64, 32})};
+
+  // Eval first: y is fc's output, h.
+  model->set_training(false);
+  REQUIRE(model->forward(in));
+  auto y = model->output("y");
+  std::vector<float> h(floats(*y), floats(*y) + 64 * 32);
+  model->set_training(true);
+  REQUIRE(model->forward(in));
+  y = model->output("y");
+  std::int64_t dropped = 0;
+  std::vector<bool> kept(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const float v = floats(*y)[i];
+    kept[i] = v != 0.0f;
+    dropped += kept[i] ? 0 : 1;
+    if (kept[i]) REQUIRE(v == doctest::Approx(h[i] / 0.75f).epsilon(1e-6));
+  }
+  // 2048 draws at p = 0.25: 512 expected, the standard deviation is 19.6.
+  CHECK(dropped > 512 - 100);
+  CHECK(dropped < 512 + 100);
+  // Backward: the same mask, scaled; fc's bias gradient is its column sum.
+  auto dy = model->output_grad("y");
+  REQUIRE(dy);
+  fill(*dy, std::vector<float>(h.size(), 1.0f));
+  model->zero_grad();
+  REQUIRE(model->backward());
+  const auto params = model->parameter_gradients();
+  for (std::size_t j = 0; j < 32; ++j) {
+    double want = 0;
+    for (std::size_t r = 0; r < 64; ++r) want += kept[r * 32 + j] ? 1.0 / 0.75 : 0.0;
+    CHECK(floats(params[1].grad)[j] == doctest::Approx(want).epsilon(1e-5));
+  }
+  // The next training forward draws a new mask.
+  REQUIRE(model->forward(in));
+  y = model->output("y");
+  std::int64_t changed = 0;
+  for (std::size_t i = 0; i < h.size(); ++i) changed += (floats(*y)[i] != 0.0f) != kept[i];
+  CHECK(changed > 0);
+}
+
+TEST_CASE("a training step (forward, output gradient, backward, zero_grad) allocates nothing after the first") {
+  auto graph = models::lenet();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu_for_training(*graph, {{"batch", 8}}, {.threads = 2});
+  REQUIRE(model);
+  for (auto& p : model->parameter_gradients()) fill(p.value, random_values(p.value.shape.numel(), 9, 0.1f));
+  const auto xs = random_values(8 * 784, 4);
+  const teeny::TensorRef in[] = {ref("x", xs, {8, 1, 28, 28})};
+  const auto r = random_values(80, 6);
+  auto step = [&] {
+    REQUIRE(model->forward(in));
+    auto dy = model->output_grad("logits");
+    REQUIRE(dy);
+    fill(*dy, r);
+    model->zero_grad();
+    REQUIRE(model->backward());
+  };
+  step();
+  const std::size_t before = test_support::allocation_count();
+  for (int i = 0; i < 3; ++i) step();
+  CHECK(test_support::allocation_count() == before);
+}
