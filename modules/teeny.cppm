@@ -7,3 +7,6 @@ export import teeny.io;
 export import teeny.ops;
 export import teeny.runtime;
 export import teeny.cpu;
+#if TEENY_TRAINING
+export import teeny.train;
+#endif
