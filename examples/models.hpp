@@ -36,6 +36,23 @@ inline teeny::Result<teeny::Graph> lenet() {
   return std::move(b).build();
 }
 
+/// LeNet with BatchNorm (tools/make_training_fixtures.py's LeNetBN): conv1 Conv2d(1, 8, 5, padding=2)
+/// -> bn1 -> ReLU -> MaxPool2d(2) -> conv2 Conv2d(8, 16, 5) -> bn2 -> ReLU -> MaxPool2d(2) -> flatten
+/// -> fc1 Linear(400, 120) -> ReLU -> fc2 Linear(120, 84) -> ReLU -> fc3 Linear(84, 10)
+inline teeny::Result<teeny::Graph> lenet_bn() {
+  teeny::GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 1, 28, 28});
+  auto h = b.conv2d(x, 8, {5, 5}, {.padding = {2, 2}}).named("conv1");
+  h = b.max_pool2d(b.relu(b.batch_norm2d(h).named("bn1")), {2, 2});
+  h = b.conv2d(h, 16, {5, 5}).named("conv2");
+  h = b.max_pool2d(b.relu(b.batch_norm2d(h).named("bn2")), {2, 2});
+  h = b.flatten(h);
+  h = b.relu(b.linear(h, 120).named("fc1"));
+  h = b.relu(b.linear(h, 84).named("fc2"));
+  b.output("logits", b.linear(h, 10).named("fc3"));
+  return std::move(b).build();
+}
+
 /// torchvision's BasicBlock: conv1 (3x3, stride) -> bn1 -> relu -> conv2 -> bn2, plus the identity
 /// or downsample.0 (1x1 conv, stride) -> downsample.1 (bn), then relu.
 inline teeny::Value basic_block(teeny::GraphBuilder& b, teeny::Value x, const std::string& name, std::int64_t inplanes,

@@ -17,3 +17,4 @@ export import :loss;
 export import :optimizer;
 export import :schedule;
 export import :data;
+export import :model;

@@ -1,0 +1,160 @@
+// teeny.train:model — a loaded model lowered for training, seen by the training loop: its trained
+// parameters as Parameter<T> views for the optimizers, PyTorch's default initialisation, and
+// checkpoints holding the model's state_dict and the optimizer's state in one safetensors file.
+//
+//   auto model = load_cpu_for_training(graph, {{"batch", 64}});
+//   init_parameters(*model, /*seed=*/1);                     // like a fresh PyTorch module
+//   auto params = trainable_parameters<float>(*model);       // views into the model
+//   auto opt = AdamW<float>::create(*params, {.lr = 1e-3});
+//   ... forward, loss into model->output_grad("logits"), backward, opt->step(), model->zero_grad()
+//   save_checkpoint("ckpt.safetensors", *model, *opt);      // load_checkpoint resumes bit for bit
+module;
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+export module teeny.train:model;
+import teeny.core;
+import teeny.model;
+import teeny.io;
+import teeny.runtime;
+import :parameter;
+import :data;
+
+export namespace teeny {
+
+/// A loaded model that trains: forward, backward from the output gradients, and its trained
+/// parameters with their gradients. Satisfied by LoadedModel lowered with LoweringMode::training.
+template <class M>
+concept TrainableModel = Model<M> && requires(M& m, const SafetensorsFile& file) {
+  { m.parameter_gradients() } -> std::same_as<std::vector<ParameterGradient>>;
+  { m.backward() } -> std::same_as<Result<void>>;
+  m.zero_grad();
+  { m.parameters() } -> std::same_as<std::vector<TensorRef>>;
+  { m.load_weights(file) } -> std::same_as<Result<LoadReport>>;
+};
+
+/// The model's trained parameters as typed views (buffers such as running statistics are not
+/// among them); an error names a parameter whose dtype is not T.
+template <TrainFloat T, TrainableModel M>
+Result<std::vector<Parameter<T>>> trainable_parameters(M& model) {
+  std::vector<Parameter<T>> params;
+  for (const ParameterGradient& p : model.parameter_gradients()) {
+    auto value = p.value.template as<T>();
+    auto grad = p.grad.template as<T>();
+    if (!value) return std::move(value).error().context(cat("parameter '", p.key, "'"));
+    if (!grad) return std::move(grad).error().context(cat("gradient of '", p.key, "'"));
+    params.push_back({std::string(p.key), *value, *grad});
+  }
+  return params;
+}
+
+/// Initialises the trained parameters as a new PyTorch module would (same distributions, not the
+/// same numbers): a weight of rank >= 2 (Linear, Conv) from U(-b, b) with b = 1 / sqrt(fan_in),
+/// PyTorch's kaiming_uniform_(a = sqrt(5)); the bias beside it from the same U(-b, b); rank-1
+/// weights (norms) keep their initial ones. Seeded: the same seed gives the same parameters.
+template <TrainableModel M>
+Result<void> init_parameters(M& model, std::uint64_t seed) {
+  auto params = trainable_parameters<float>(model);
+  if (!params) return std::move(params).error();
+  Xoshiro256 rng(seed);
+  auto uniform = [&rng](double bound) {
+    const double u = static_cast<double>(rng.next() >> 11) * 0x1.0p-53;  // [0, 1)
+    return static_cast<float>((2 * u - 1) * bound);
+  };
+  std::map<std::string, double, std::less<>> bounds;  // by scope ("fc1"): its weight's b
+  for (const Parameter<float>& p : *params) {
+    const std::string_view key = p.key;
+    const std::size_t dot = key.rfind('.');
+    if (dot == std::string_view::npos || key.substr(dot + 1) != "weight" || p.value.rank() < 2) continue;
+    const std::int64_t fan_in = p.value.shape[0] == 0 ? 0 : p.value.numel() / p.value.shape[0];
+    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    bounds.emplace(std::string(key.substr(0, dot)), bound);
+    for (float& v : p.value.span()) v = uniform(bound);
+  }
+  for (const Parameter<float>& p : *params) {
+    const std::string_view key = p.key;
+    const std::size_t dot = key.rfind('.');
+    if (dot == std::string_view::npos || key.substr(dot + 1) != "bias") continue;
+    const auto weight = bounds.find(key.substr(0, dot));
+    if (weight == bounds.end()) continue;  // a norm's bias stays 0
+    for (float& v : p.value.span()) v = uniform(weight->second);
+  }
+  return ok();
+}
+
+/// The prefix of the optimizer's tensors in a checkpoint, before its own keys (`state.0.exp_avg`).
+inline constexpr std::string_view optimizer_prefix = "optimizer.";
+
+/// Writes the model's state_dict (parameters and buffers, PyTorch's keys) and the optimizer's
+/// state (under `optimizer.`) to one safetensors file. PyTorch loads the model part with
+/// load_state_dict(strict=False) after dropping the optimizer.* keys.
+template <TrainableModel M, class O>
+  requires requires(const O& o) {
+    { o.state_tensors() } -> std::same_as<std::vector<TensorRef>>;
+  }
+Result<void> save_checkpoint(const std::string& path, M& model, const O& optimizer) {
+  std::vector<TensorRef> tensors = model.parameters();
+  const std::vector<TensorRef> state = optimizer.state_tensors();
+  std::vector<std::string> names;  // the prefixed names the refs point to
+  names.reserve(state.size());
+  for (const TensorRef& t : state) names.push_back(std::string(optimizer_prefix) + std::string(t.name));
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    tensors.push_back({names[i], state[i].dtype, state[i].shape, state[i].data});
+  }
+  return save_safetensors(path, tensors, {{"format", "pt"}, {"teeny", "checkpoint"}});
+}
+
+/// Loads a checkpoint written by save_checkpoint: every model key strictly, then the optimizer's
+/// state strictly. On an error the message names the file and the keys.
+template <TrainableModel M, class O>
+  requires requires(O& o, std::span<const TensorRef> refs) {
+    { o.load_state(refs) } -> std::same_as<Result<void>>;
+  }
+Result<void> load_checkpoint(const std::string& path, M& model, O& optimizer) {
+  auto file = SafetensorsFile::open(path);
+  if (!file) return std::move(file).error();
+  std::vector<TensorRef> state;
+  for (const SafetensorsEntry& e : file->entries()) {
+    const std::string_view name = e.name;
+    if (name.starts_with(optimizer_prefix))
+      state.push_back({name.substr(optimizer_prefix.size()), e.dtype, e.shape, e.data});
+  }
+  // Checked before anything is written: every model tensor present with its shape and dtype, and
+  // nothing else but the optimizer's.
+  std::vector<std::string> problems;
+  const std::vector<TensorRef> wanted = model.parameters();
+  for (const TensorRef& t : wanted) {
+    const SafetensorsEntry* e = file->find(t.name);
+    if (e == nullptr) {
+      problems.push_back(cat("'", t.name, "' is missing"));
+    } else if (e->dtype != t.dtype || e->shape != t.shape) {
+      problems.push_back(cat("'", t.name, "' is ", e->dtype, " ", e->shape, ", the model's ", t.dtype, " ", t.shape));
+    }
+  }
+  for (const SafetensorsEntry& e : file->entries()) {
+    const std::string_view name = e.name;
+    if (name.starts_with(optimizer_prefix)) continue;
+    bool known = false;
+    for (const TensorRef& t : wanted) known = known || t.name == name;
+    if (!known) problems.push_back(cat("'", name, "' is not the model's"));
+  }
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
+    return fail(Errc::invalid_argument, "checkpoint '", path, "' does not match the model: ", all);
+  }
+  // The optimizer's state first: it is checked as it loads and changes nothing on an error.
+  if (auto loaded = optimizer.load_state(state); !loaded)
+    return std::move(loaded).error().context(cat("checkpoint '", path, "'"));
+  if (auto loaded = model.load_weights(*file, {.strict = false}); !loaded) return std::move(loaded).error();
+  return ok();
+}
+
+}  // namespace teeny
