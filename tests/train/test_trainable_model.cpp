@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <span>
@@ -228,4 +229,74 @@ TEST_CASE("a training step (forward, output gradient, backward, zero_grad) alloc
   const std::size_t before = test_support::allocation_count();
   for (int i = 0; i < 3; ++i) step();
   CHECK(test_support::allocation_count() == before);
+}
+
+TEST_CASE("a checkpoint resumes training bit for bit: 10 steps, save, load into a fresh model, 10 more") {
+  auto graph = models::mlp();
+  REQUIRE(graph);
+  const auto xs = random_values(8 * 784, 11);
+  const std::vector<std::int64_t> labels = {3, 1, 4, 1, 5, 9, 2, 6};
+  const teeny::TensorRef in[] = {ref("x", xs, {8, 1, 28, 28})};
+  const teeny::TensorView<const std::int64_t> targets(labels.data(), {8});
+  auto train_steps = [&](teeny::CpuModel& model, teeny::AdamW<float>& opt, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      REQUIRE(model.forward(in));
+      auto logits = model.output("logits");
+      auto grad = model.output_grad("logits");
+      REQUIRE(teeny::cross_entropy<float>(*logits->as<const float>(), targets, *grad->as<float>()));
+      REQUIRE(model.backward());
+      opt.step();
+      model.zero_grad();
+    }
+  };
+  auto fresh = [&](std::uint64_t seed) {
+    auto model = teeny::load_cpu_for_training(*graph, {{"batch", 8}});
+    REQUIRE(model);
+    REQUIRE(teeny::init_parameters(*model, seed));
+    return std::move(*model);
+  };
+  // 20 steps in one go.
+  auto straight = fresh(5);
+  auto straight_params = teeny::trainable_parameters<float>(straight);
+  REQUIRE(straight_params);
+  auto straight_opt = teeny::AdamW<float>::create(*straight_params, {.lr = 1e-3});
+  REQUIRE(straight_opt);
+  train_steps(straight, *straight_opt, 20);
+
+  // 10, a checkpoint, then 10 more in a model made afresh (other initial weights, new optimizer).
+  const std::string path = std::string(TEENY_BUILD_DIR) + "/checkpoint_test.safetensors";
+  {
+    auto first = fresh(5);
+    auto params = teeny::trainable_parameters<float>(first);
+    auto opt = teeny::AdamW<float>::create(*params, {.lr = 1e-3});
+    REQUIRE(opt);
+    train_steps(first, *opt, 10);
+    REQUIRE(teeny::save_checkpoint(path, first, *opt));
+  }
+  auto resumed = fresh(99);
+  auto params = teeny::trainable_parameters<float>(resumed);
+  auto opt = teeny::AdamW<float>::create(*params, {.lr = 1e-3});
+  REQUIRE(opt);
+  auto loaded = teeny::load_checkpoint(path, resumed, *opt);
+  CAPTURE(loaded ? std::string() : loaded.error().to_string());
+  REQUIRE(loaded);
+  train_steps(resumed, *opt, 10);
+  for (std::size_t p = 0; p < params->size(); ++p) {
+    const auto a = (*straight_params)[p].value.span();
+    const auto b = (*params)[p].value.span();
+    CAPTURE((*params)[p].key);
+    CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+  }
+
+  // A checkpoint of another model is refused, naming what does not match, and changes nothing.
+  auto other_graph = models::lenet();
+  REQUIRE(other_graph);
+  auto other = teeny::load_cpu_for_training(*other_graph, {{"batch", 8}});
+  REQUIRE(other);
+  auto other_params = teeny::trainable_parameters<float>(*other);
+  auto other_opt = teeny::AdamW<float>::create(*other_params, {.lr = 1e-3});
+  auto refused = teeny::load_checkpoint(path, *other, *other_opt);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().to_string().find("conv1.weight' is missing") != std::string::npos);
+  std::remove(path.c_str());
 }
