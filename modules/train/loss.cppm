@@ -68,8 +68,8 @@ bool wanted(const TensorView<T>& grad) {
 }
 
 template <class A, class B>
-Result<void> same_shape(std::string_view loss, std::string_view a_name, const TensorView<A>& a,
-                        std::string_view b_name, const TensorView<B>& b) {
+Result<void> same_shape(std::string_view loss, std::string_view a_name, const TensorView<A>& a, std::string_view b_name,
+                        const TensorView<B>& b) {
   if (a.shape != b.shape) {
     return fail(Errc::shape_mismatch, loss, ": ", a_name, " ", a.shape, " and ", b_name, " ", b.shape,
                 " must have the same shape");
@@ -245,7 +245,9 @@ Result<double> l1_loss(TensorView<const T> input, TensorView<const T> target, Te
   });
 }
 
-/// F.smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1).
+/// F.smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1). The
+/// gradient is PyTorch's: -1 where d <= -beta, 1 where d >= beta, else d / beta (so -1 at d = 0
+/// when beta = 0).
 template <TrainFloat T>
 Result<double> smooth_l1_loss(TensorView<const T> input, TensorView<const T> target, TensorView<T> grad = {},
                               const SmoothL1Options& options = {}) {
@@ -257,8 +259,8 @@ Result<double> smooth_l1_loss(TensorView<const T> input, TensorView<const T> tar
   return loss_detail::pointwise<T>(input, target, grad, options.reduction, [beta](std::int64_t, double x, double y) {
     const double d = x - y;
     const double a = std::abs(d);
-    if (a < beta) return std::pair{0.5 * d * d / beta, d / beta};
-    return std::pair{a - 0.5 * beta, loss_detail::sign(d)};
+    const double loss = a < beta ? 0.5 * d * d / beta : a - 0.5 * beta;
+    return std::pair{loss, d <= -beta ? -1.0 : (d >= beta ? 1.0 : d / beta)};
   });
 }
 
@@ -309,7 +311,8 @@ Result<double> binary_cross_entropy_with_logits(TensorView<const T> input, Tenso
 /// class. NaN counts as largest, as in torch.argmax.
 template <TrainFloat T>
 Result<std::int64_t> argmax_accuracy(TensorView<const T> logits, TensorView<const std::int64_t> targets) {
-  if (logits.rank() != 2) return fail(Errc::shape_mismatch, "argmax_accuracy: logits must be [N, C], got ", logits.shape);
+  if (logits.rank() != 2)
+    return fail(Errc::shape_mismatch, "argmax_accuracy: logits must be [N, C], got ", logits.shape);
   if (targets.rank() != 1 || targets.shape[0] != logits.shape[0]) {
     return fail(Errc::shape_mismatch, "argmax_accuracy: targets must be [N] = [", logits.shape[0], "] for logits ",
                 logits.shape, ", got ", targets.shape);
