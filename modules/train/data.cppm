@@ -231,6 +231,10 @@ Result<void> gather_rows(TensorView<const T> source, std::span<const std::int64_
                   " must have the same dims after the first");
     }
   }
+  if ((source.data == nullptr && source.numel() > 0) || (destination.data == nullptr && destination.numel() > 0)) {
+    return fail(Errc::invalid_argument, "gather_rows: source ", source.shape, " or destination ", destination.shape,
+                " has no data (null pointer)");
+  }
   if (!source.is_contiguous() || !destination.is_contiguous()) {
     return fail(Errc::unsupported, "gather_rows: source ", source.shape, " and destination ", destination.shape,
                 " must be contiguous");

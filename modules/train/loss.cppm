@@ -83,6 +83,14 @@ Result<void> contiguous(std::string_view loss, std::string_view name, const Tens
   return ok();
 }
 
+template <class T>
+Result<void> has_data(std::string_view loss, std::string_view name, const TensorView<T>& v) {
+  if (v.data == nullptr && v.numel() > 0) {
+    return fail(Errc::invalid_argument, loss, ": ", name, " ", v.shape, " has no data (null pointer)");
+  }
+  return ok();
+}
+
 /// The checks of every elementwise loss: input, target (and grad) of one shape, contiguous.
 template <TrainFloat T>
 Result<void> check_pointwise(std::string_view loss, TensorView<const T> input, TensorView<const T> target,
@@ -91,7 +99,10 @@ Result<void> check_pointwise(std::string_view loss, TensorView<const T> input, T
   if (wanted(grad)) {
     if (auto r = same_shape(loss, "input", input, "grad", grad); !r) return r;
     if (auto r = contiguous(loss, "grad", grad); !r) return r;
+    if (auto r = has_data(loss, "grad", grad); !r) return r;
   }
+  if (auto r = has_data(loss, "input", input); !r) return r;
+  if (auto r = has_data(loss, "target", target); !r) return r;
   if (auto r = contiguous(loss, "input", input); !r) return r;
   return contiguous(loss, "target", target);
 }
@@ -127,7 +138,10 @@ Result<void> check_classes(std::string_view loss, std::string_view input_name, T
   }
   if (wanted(grad)) {
     if (auto r = same_shape(loss, input_name, input, "grad", grad); !r) return r;
+    if (auto r = has_data(loss, "grad", grad); !r) return r;
   }
+  if (auto r = has_data(loss, input_name, input); !r) return r;
+  if (auto r = has_data(loss, "targets", targets); !r) return r;
   const std::int64_t classes = input.shape[1];
   for (std::int64_t i = 0; i < targets.shape[0]; ++i) {
     const std::int64_t t = targets(i);
@@ -297,6 +311,7 @@ Result<double> binary_cross_entropy_with_logits(TensorView<const T> input, Tenso
                   input.shape);
     }
     if (auto r = loss_detail::contiguous(loss, "pos_weight", pw); !r) return std::move(r).error();
+    if (auto r = loss_detail::has_data(loss, "pos_weight", pw); !r) return std::move(r).error();
   }
   return loss_detail::pointwise<T>(input, target, grad, options.reduction, [&](std::int64_t i, double x, double y) {
     const double p = weighted ? static_cast<double>(pw.data[per_class ? i % row : i]) : 1.0;
@@ -317,6 +332,8 @@ Result<std::int64_t> argmax_accuracy(TensorView<const T> logits, TensorView<cons
     return fail(Errc::shape_mismatch, "argmax_accuracy: targets must be [N] = [", logits.shape[0], "] for logits ",
                 logits.shape, ", got ", targets.shape);
   }
+  if (auto r = loss_detail::has_data("argmax_accuracy", "logits", logits); !r) return std::move(r).error();
+  if (auto r = loss_detail::has_data("argmax_accuracy", "targets", targets); !r) return std::move(r).error();
   std::int64_t correct = 0;
   for (std::int64_t i = 0; i < logits.shape[0]; ++i) {
     std::int64_t best = 0;

@@ -140,7 +140,7 @@ class ParamGroups {
   /// Takes the groups: checks every parameter and that none is in two groups or none at all.
   Result<void> init(std::vector<ParamGroup<T, Options>> groups, std::string_view who) {
     begin_.push_back(0);
-    for (auto&& [g, group] : ranges::views::enumerate(groups)) {
+    for (ParamGroup<T, Options>& group : groups) {
       for (Parameter<T>& p : group.params) params_.push_back(std::move(p));
       begin_.push_back(params_.size());
       options_.push_back(group.options);

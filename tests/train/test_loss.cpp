@@ -233,3 +233,17 @@ TEST_CASE("losses allocate nothing") {
   CHECK(test_support::allocation_count() - before == 0);
   CHECK((ce && mse && bce && acc));
 }
+
+TEST_CASE("losses: a view without data is an error, not a crash") {
+  const std::vector<float> a(6, 0.5f);
+  const TensorView<const float> x(a.data(), {2, 3});
+  auto input = teeny::mse_loss<float>({nullptr, {2, 3}}, x);
+  REQUIRE_FALSE(input);
+  CHECK(contains(input.error().message(), "mse_loss: input [2, 3] has no data"));
+  auto grad = teeny::huber_loss<float>(x, x, {nullptr, {2, 3}});
+  REQUIRE_FALSE(grad);
+  CHECK(contains(grad.error().message(), "huber_loss: grad [2, 3] has no data"));
+  auto targets = teeny::cross_entropy<float>(x, {nullptr, {2}});
+  REQUIRE_FALSE(targets);
+  CHECK(contains(targets.error().message(), "cross_entropy: targets [2] has no data"));
+}
