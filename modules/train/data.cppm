@@ -19,16 +19,13 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <numeric>
+#include <ranges>
 #include <span>
 #include <utility>
 #include <vector>
 
-#include <range/v3/range/access.hpp>
-#include <range/v3/range/operations.hpp>
-#include <range/v3/view/chunk.hpp>
-#include <range/v3/view/subrange.hpp>
-#include <range/v3/view/transform.hpp>
 export module teeny.train:data;
 import teeny.core;
 
@@ -81,6 +78,50 @@ class Xoshiro256 {
   std::uint64_t s_[4] = {};
 };
 
+/// Consecutive spans of `size` indices (the last one shorter) over [begin, end): what std::views::chunk
+/// (C++23) gives. Not range-v3's views::chunk: its iterator and sentinel do not compare in a module's
+/// importer with clang 19.
+class BatchRange {
+ public:
+  class iterator {
+   public:
+    using value_type = std::span<const std::int64_t>;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const std::int64_t* at, const std::int64_t* end, std::int64_t size) : at_(at), end_(end), size_(size) {}
+    value_type operator*() const { return {at_, step()}; }
+    iterator& operator++() {
+      at_ += step();
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator before = *this;
+      ++*this;
+      return before;
+    }
+    friend bool operator==(const iterator& a, const iterator& b) { return a.at_ == b.at_; }
+
+   private:
+    std::size_t step() const { return static_cast<std::size_t>(std::min<std::ptrdiff_t>(size_, end_ - at_)); }
+    const std::int64_t* at_ = nullptr;
+    const std::int64_t* end_ = nullptr;
+    std::int64_t size_ = 1;
+  };
+
+  BatchRange(const std::int64_t* begin, const std::int64_t* end, std::int64_t size)
+      : begin_(begin), end_(end), size_(size) {}
+  iterator begin() const { return {begin_, end_, size_}; }
+  iterator end() const { return {end_, end_, size_}; }
+  std::size_t size() const { return static_cast<std::size_t>((end_ - begin_ + size_ - 1) / size_); }
+  bool empty() const { return begin_ == end_; }
+
+ private:
+  const std::int64_t* begin_;
+  const std::int64_t* end_;
+  std::int64_t size_;
+};
+static_assert(std::ranges::forward_range<BatchRange> && std::ranges::sized_range<BatchRange>);
+
 /// Splits 0 .. n_samples-1 into batches of batch_size, in a new random order every epoch (or in
 /// order, without shuffle). The last batch is smaller when batch_size does not divide n_samples,
 /// or dropped with drop_last (PyTorch's DataLoader(shuffle, drop_last) over a RandomSampler).
@@ -130,16 +171,13 @@ class BatchSampler {
       return fail(Errc::out_of_range, "BatchSampler: batch ", b, " of an epoch of ", n_batches(), " batches");
     }
     const std::int64_t begin = b * batch_size_;
-    return std::span<const std::int64_t>(order_).subspan(static_cast<std::size_t>(begin),
-                                                          static_cast<std::size_t>(std::min(batch_size_, n_samples() - begin)));
+    return std::span<const std::int64_t>(order_).subspan(
+        static_cast<std::size_t>(begin), static_cast<std::size_t>(std::min(batch_size_, n_samples() - begin)));
   }
-  /// The current epoch's batches, a range of std::span<const std::int64_t> (valid until set_epoch).
-  auto batches() const {
+  /// The current epoch's batches, a forward range of std::span<const std::int64_t> (valid until set_epoch).
+  BatchRange batches() const {
     const std::int64_t used = drop_last_ ? n_batches() * batch_size_ : n_samples();
-    return ranges::views::chunk(ranges::make_subrange(order_.data(), order_.data() + used), batch_size_) |
-           ranges::views::transform([](auto chunk) {
-             return std::span<const std::int64_t>(ranges::begin(chunk), ranges::end(chunk));
-           });
+    return BatchRange(order_.data(), order_.data() + used, batch_size_);
   }
 
  private:
@@ -192,6 +230,10 @@ Result<void> gather_rows(TensorView<const T> source, std::span<const std::int64_
       return fail(Errc::shape_mismatch, "gather_rows: source ", source.shape, " and destination ", destination.shape,
                   " must have the same dims after the first");
     }
+  }
+  if ((source.data == nullptr && source.numel() > 0) || (destination.data == nullptr && destination.numel() > 0)) {
+    return fail(Errc::invalid_argument, "gather_rows: source ", source.shape, " or destination ", destination.shape,
+                " has no data (null pointer)");
   }
   if (!source.is_contiguous() || !destination.is_contiguous()) {
     return fail(Errc::unsupported, "gather_rows: source ", source.shape, " and destination ", destination.shape,

@@ -68,8 +68,8 @@ bool wanted(const TensorView<T>& grad) {
 }
 
 template <class A, class B>
-Result<void> same_shape(std::string_view loss, std::string_view a_name, const TensorView<A>& a,
-                        std::string_view b_name, const TensorView<B>& b) {
+Result<void> same_shape(std::string_view loss, std::string_view a_name, const TensorView<A>& a, std::string_view b_name,
+                        const TensorView<B>& b) {
   if (a.shape != b.shape) {
     return fail(Errc::shape_mismatch, loss, ": ", a_name, " ", a.shape, " and ", b_name, " ", b.shape,
                 " must have the same shape");
@@ -83,6 +83,14 @@ Result<void> contiguous(std::string_view loss, std::string_view name, const Tens
   return ok();
 }
 
+template <class T>
+Result<void> has_data(std::string_view loss, std::string_view name, const TensorView<T>& v) {
+  if (v.data == nullptr && v.numel() > 0) {
+    return fail(Errc::invalid_argument, loss, ": ", name, " ", v.shape, " has no data (null pointer)");
+  }
+  return ok();
+}
+
 /// The checks of every elementwise loss: input, target (and grad) of one shape, contiguous.
 template <TrainFloat T>
 Result<void> check_pointwise(std::string_view loss, TensorView<const T> input, TensorView<const T> target,
@@ -91,7 +99,10 @@ Result<void> check_pointwise(std::string_view loss, TensorView<const T> input, T
   if (wanted(grad)) {
     if (auto r = same_shape(loss, "input", input, "grad", grad); !r) return r;
     if (auto r = contiguous(loss, "grad", grad); !r) return r;
+    if (auto r = has_data(loss, "grad", grad); !r) return r;
   }
+  if (auto r = has_data(loss, "input", input); !r) return r;
+  if (auto r = has_data(loss, "target", target); !r) return r;
   if (auto r = contiguous(loss, "input", input); !r) return r;
   return contiguous(loss, "target", target);
 }
@@ -127,7 +138,10 @@ Result<void> check_classes(std::string_view loss, std::string_view input_name, T
   }
   if (wanted(grad)) {
     if (auto r = same_shape(loss, input_name, input, "grad", grad); !r) return r;
+    if (auto r = has_data(loss, "grad", grad); !r) return r;
   }
+  if (auto r = has_data(loss, input_name, input); !r) return r;
+  if (auto r = has_data(loss, "targets", targets); !r) return r;
   const std::int64_t classes = input.shape[1];
   for (std::int64_t i = 0; i < targets.shape[0]; ++i) {
     const std::int64_t t = targets(i);
@@ -245,7 +259,9 @@ Result<double> l1_loss(TensorView<const T> input, TensorView<const T> target, Te
   });
 }
 
-/// F.smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1).
+/// F.smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1). The
+/// gradient is PyTorch's: -1 where d <= -beta, 1 where d >= beta, else d / beta (so -1 at d = 0
+/// when beta = 0).
 template <TrainFloat T>
 Result<double> smooth_l1_loss(TensorView<const T> input, TensorView<const T> target, TensorView<T> grad = {},
                               const SmoothL1Options& options = {}) {
@@ -257,8 +273,8 @@ Result<double> smooth_l1_loss(TensorView<const T> input, TensorView<const T> tar
   return loss_detail::pointwise<T>(input, target, grad, options.reduction, [beta](std::int64_t, double x, double y) {
     const double d = x - y;
     const double a = std::abs(d);
-    if (a < beta) return std::pair{0.5 * d * d / beta, d / beta};
-    return std::pair{a - 0.5 * beta, loss_detail::sign(d)};
+    const double loss = a < beta ? 0.5 * d * d / beta : a - 0.5 * beta;
+    return std::pair{loss, d <= -beta ? -1.0 : (d >= beta ? 1.0 : d / beta)};
   });
 }
 
@@ -295,6 +311,7 @@ Result<double> binary_cross_entropy_with_logits(TensorView<const T> input, Tenso
                   input.shape);
     }
     if (auto r = loss_detail::contiguous(loss, "pos_weight", pw); !r) return std::move(r).error();
+    if (auto r = loss_detail::has_data(loss, "pos_weight", pw); !r) return std::move(r).error();
   }
   return loss_detail::pointwise<T>(input, target, grad, options.reduction, [&](std::int64_t i, double x, double y) {
     const double p = weighted ? static_cast<double>(pw.data[per_class ? i % row : i]) : 1.0;
@@ -309,11 +326,14 @@ Result<double> binary_cross_entropy_with_logits(TensorView<const T> input, Tenso
 /// class. NaN counts as largest, as in torch.argmax.
 template <TrainFloat T>
 Result<std::int64_t> argmax_accuracy(TensorView<const T> logits, TensorView<const std::int64_t> targets) {
-  if (logits.rank() != 2) return fail(Errc::shape_mismatch, "argmax_accuracy: logits must be [N, C], got ", logits.shape);
+  if (logits.rank() != 2)
+    return fail(Errc::shape_mismatch, "argmax_accuracy: logits must be [N, C], got ", logits.shape);
   if (targets.rank() != 1 || targets.shape[0] != logits.shape[0]) {
     return fail(Errc::shape_mismatch, "argmax_accuracy: targets must be [N] = [", logits.shape[0], "] for logits ",
                 logits.shape, ", got ", targets.shape);
   }
+  if (auto r = loss_detail::has_data("argmax_accuracy", "logits", logits); !r) return std::move(r).error();
+  if (auto r = loss_detail::has_data("argmax_accuracy", "targets", targets); !r) return std::move(r).error();
   std::int64_t correct = 0;
   for (std::int64_t i = 0; i < logits.shape[0]; ++i) {
     std::int64_t best = 0;

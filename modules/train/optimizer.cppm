@@ -140,7 +140,7 @@ class ParamGroups {
   /// Takes the groups: checks every parameter and that none is in two groups or none at all.
   Result<void> init(std::vector<ParamGroup<T, Options>> groups, std::string_view who) {
     begin_.push_back(0);
-    for (auto&& [g, group] : ranges::views::enumerate(groups)) {
+    for (ParamGroup<T, Options>& group : groups) {
       for (Parameter<T>& p : group.params) params_.push_back(std::move(p));
       begin_.push_back(params_.size());
       options_.push_back(group.options);
@@ -151,8 +151,8 @@ class ParamGroups {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       for (std::size_t j = 0; j < i; ++j) {
         if (params_[i].value.numel() > 0 && params_[i].value.data == params_[j].value.data) {
-          return fail(Errc::duplicate, who, ": parameters ", j, " '", params_[j].key, "' and ", i, " '",
-                      params_[i].key, "' are the same tensor (a parameter may be in one group only)");
+          return fail(Errc::duplicate, who, ": parameters ", j, " '", params_[j].key, "' and ", i, " '", params_[i].key,
+                      "' are the same tensor (a parameter may be in one group only)");
         }
       }
     }
@@ -178,9 +178,9 @@ struct Slot {
   DType dtype = DType::f32;
   ConcreteShape shape;
   std::span<std::byte> destination;
-  bool optional = false;     // SGD's momentum buffer, which exists only after a first step
-  bool* given = nullptr;     // set to whether it was loaded
-  bool step_count = false;   // an i64 that must be >= 0
+  bool optional = false;    // SGD's momentum buffer, which exists only after a first step
+  bool* given = nullptr;    // set to whether it was loaded
+  bool step_count = false;  // an i64 that must be >= 0
 };
 
 /// Matches named tensors to slots; any unexpected, missing, duplicated, mis-typed or mis-shaped key
@@ -254,9 +254,9 @@ inline Result<std::vector<TensorRef>> refs_of(const SafetensorsFile& file) {
 inline std::span<std::byte> bytes_of(Tensor& t) { return {t.data(), t.bytes()}; }
 inline std::span<const std::byte> bytes_of(const Tensor& t) { return {t.data(), t.bytes()}; }
 
-inline Result<void> check_lr(std::string_view who, double lr) {
+inline Result<void> check_lr(double lr) {
   if (!(lr >= 0)) {
-    return fail(Errc::invalid_argument, who, ": invalid learning rate ", lr,
+    return fail(Errc::invalid_argument, "invalid learning rate ", lr,
                 std::isnan(lr) ? " (set lr: it has no default)" : "");
   }
   return ok();
@@ -277,7 +277,7 @@ class Sgd : public ParamGroups<T, SgdOptions> {
   static Result<Sgd> create(std::vector<ParamGroup<T, SgdOptions>> groups) {
     Sgd opt;
     for (auto&& [g, group] : ranges::views::enumerate(groups)) {
-      if (auto r = validate(group.options); !r) return std::move(r).error().context(cat("SGD: group ", g));
+      if (auto r = check_options(group.options); !r) return std::move(r).error().context(cat(name, ": group ", g));
     }
     if (auto r = opt.init(std::move(groups), name); !r) return std::move(r).error();
     opt.state_.resize(opt.params_.size());
@@ -295,16 +295,7 @@ class Sgd : public ParamGroups<T, SgdOptions> {
   }
 
   /// PyTorch's argument checks.
-  static Result<void> validate(const SgdOptions& o) {
-    if (auto r = optimizer_detail::check_lr(name, o.lr); !r) return r;
-    if (!(o.momentum >= 0)) return fail(Errc::invalid_argument, "SGD: invalid momentum value ", o.momentum);
-    if (!(o.weight_decay >= 0)) return fail(Errc::invalid_argument, "SGD: invalid weight_decay value ", o.weight_decay);
-    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
-      return fail(Errc::invalid_argument, "SGD: nesterov momentum requires a momentum and zero dampening (momentum ",
-                  o.momentum, ", dampening ", o.dampening, ")");
-    }
-    return ok();
-  }
+  static Result<void> validate(const SgdOptions& o) { return check_options(o).context(name); }
 
   void step() {
     for (std::size_t g = 0; g < this->n_groups(); ++g) {
@@ -315,7 +306,8 @@ class Sgd : public ParamGroups<T, SgdOptions> {
       const T neg_lr = static_cast<T>(-o.lr);
       const std::size_t b = this->begin_[g];
       const std::size_t n = this->begin_[g + 1] - b;
-      for (auto&& [p, s] : ranges::views::zip(std::span(this->params_).subspan(b, n), std::span(state_).subspan(b, n))) {
+      for (auto&& [p, s] :
+           ranges::views::zip(std::span(this->params_).subspan(b, n), std::span(state_).subspan(b, n))) {
         T* value = p.value.data;
         const T* grad = p.grad.data;
         T* buf = o.momentum != 0 ? reinterpret_cast<T*>(s.buffer.data()) : nullptr;
@@ -360,6 +352,16 @@ class Sgd : public ParamGroups<T, SgdOptions> {
   }
 
  private:
+  static Result<void> check_options(const SgdOptions& o) {
+    if (auto r = optimizer_detail::check_lr(o.lr); !r) return r;
+    if (!(o.momentum >= 0)) return fail(Errc::invalid_argument, "invalid momentum value ", o.momentum);
+    if (!(o.weight_decay >= 0)) return fail(Errc::invalid_argument, "invalid weight_decay value ", o.weight_decay);
+    if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
+      return fail(Errc::invalid_argument, "nesterov momentum requires a momentum and zero dampening (momentum ",
+                  o.momentum, ", dampening ", o.dampening, ")");
+    }
+    return ok();
+  }
   struct State {
     std::string key;
     Tensor buffer;  // empty when the group has no momentum
@@ -380,7 +382,7 @@ class AdamFamily : public ParamGroups<T, Options> {
   static Result<AdamFamily> create(std::vector<ParamGroup<T, Options>> groups) {
     AdamFamily opt;
     for (auto&& [g, group] : ranges::views::enumerate(groups)) {
-      if (auto r = validate(group.options); !r) return std::move(r).error().context(cat(name, ": group ", g));
+      if (auto r = check_options(group.options); !r) return std::move(r).error().context(cat(name, ": group ", g));
     }
     if (auto r = opt.init(std::move(groups), name); !r) return std::move(r).error();
     opt.state_.resize(opt.params_.size());
@@ -402,18 +404,7 @@ class AdamFamily : public ParamGroups<T, Options> {
   }
 
   /// PyTorch's argument checks.
-  static Result<void> validate(const Options& o) {
-    if (auto r = optimizer_detail::check_lr(name, o.lr); !r) return r;
-    if (!(o.eps >= 0)) return fail(Errc::invalid_argument, name, ": invalid epsilon value ", o.eps);
-    if (!(o.beta1 >= 0 && o.beta1 < 1)) {
-      return fail(Errc::invalid_argument, name, ": invalid beta parameter at index 0: ", o.beta1);
-    }
-    if (!(o.beta2 >= 0 && o.beta2 < 1)) {
-      return fail(Errc::invalid_argument, name, ": invalid beta parameter at index 1: ", o.beta2);
-    }
-    if (!(o.weight_decay >= 0)) return fail(Errc::invalid_argument, name, ": invalid weight_decay value ", o.weight_decay);
-    return ok();
-  }
+  static Result<void> validate(const Options& o) { return check_options(o).context(name); }
 
   void step() {
     for (std::size_t g = 0; g < this->n_groups(); ++g) {
@@ -427,7 +418,8 @@ class AdamFamily : public ParamGroups<T, Options> {
       const T eps = static_cast<T>(o.eps);
       const std::size_t b = this->begin_[g];
       const std::size_t n = this->begin_[g + 1] - b;
-      for (auto&& [p, s] : ranges::views::zip(std::span(this->params_).subspan(b, n), std::span(state_).subspan(b, n))) {
+      for (auto&& [p, s] :
+           ranges::views::zip(std::span(this->params_).subspan(b, n), std::span(state_).subspan(b, n))) {
         s.step += 1;
         // The scalars in double, as PyTorch computes them in Python.
         const auto step = static_cast<double>(s.step);
@@ -466,8 +458,8 @@ class AdamFamily : public ParamGroups<T, Options> {
   std::vector<TensorRef> state_tensors() const {
     std::vector<TensorRef> refs;
     for (auto&& [i, s] : ranges::views::enumerate(state_)) {
-      refs.push_back({s.keys[0], DType::i64, ConcreteShape{},
-                      std::as_bytes(std::span<const std::int64_t>(&s.step, 1))});
+      refs.push_back(
+          {s.keys[0], DType::i64, ConcreteShape{}, std::as_bytes(std::span<const std::int64_t>(&s.step, 1))});
       refs.push_back(TensorRef::of(s.keys[1], s.exp_avg));
       refs.push_back(TensorRef::of(s.keys[2], s.exp_avg_sq));
       if (this->options_[this->group_of(i)].amsgrad) refs.push_back(TensorRef::of(s.keys[3], s.max_exp_avg_sq));
@@ -500,6 +492,16 @@ class AdamFamily : public ParamGroups<T, Options> {
   std::int64_t step_count(std::size_t i) const { return state_[i].step; }
 
  private:
+  static Result<void> check_options(const Options& o) {
+    if (auto r = optimizer_detail::check_lr(o.lr); !r) return r;
+    if (!(o.eps >= 0)) return fail(Errc::invalid_argument, "invalid epsilon value ", o.eps);
+    if (!(o.beta1 >= 0 && o.beta1 < 1))
+      return fail(Errc::invalid_argument, "invalid beta parameter at index 0: ", o.beta1);
+    if (!(o.beta2 >= 0 && o.beta2 < 1))
+      return fail(Errc::invalid_argument, "invalid beta parameter at index 1: ", o.beta2);
+    if (!(o.weight_decay >= 0)) return fail(Errc::invalid_argument, "invalid weight_decay value ", o.weight_decay);
+    return ok();
+  }
   struct State {
     std::array<std::string, 4> keys;  // step, exp_avg, exp_avg_sq, max_exp_avg_sq
     std::int64_t step = 0;

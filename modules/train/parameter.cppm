@@ -60,10 +60,11 @@ Result<void> check_parameters(std::span<const Parameter<T>> params, std::string_
   return ok();
 }
 
-/// Sets every gradient to zero.
+/// Sets every gradient to zero (a grad without data is skipped).
 template <TrainFloat T>
 void zero_grad(std::span<const Parameter<T>> params) {
   for (const Parameter<T>& p : params) {
+    if (p.grad.data == nullptr) continue;
     for (T& g : p.grad.span()) g = T(0);
   }
 }
@@ -85,9 +86,9 @@ Result<double> clip_grad_norm(std::span<const Parameter<T>> params, double max_n
     return fail(Errc::invalid_argument, "clip_grad_norm: norm_type must be > 0 or infinity, got ", norm_type);
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
-    if (!params[i].grad.is_contiguous()) {
-      return fail(Errc::unsupported, "clip_grad_norm: the grad of parameter ", i, " '", params[i].key,
-                  "' is not contiguous");
+    if (!params[i].grad.is_contiguous() || (params[i].grad.data == nullptr && params[i].grad.numel() > 0)) {
+      return fail(Errc::invalid_argument, "clip_grad_norm: the grad ", params[i].grad.shape, " of parameter ", i, " '",
+                  params[i].key, "' is not contiguous or has no data");
     }
   }
   if (params.empty()) return 0.0;
