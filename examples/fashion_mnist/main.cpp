@@ -1,8 +1,15 @@
 // fashion-mnist: teeny's main demo. Builds a Fashion-MNIST classifier with the builder (named like
 // the PyTorch module), loads its PyTorch-trained weights from safetensors, classifies the 10,000
-// test images on the CPU and prints the accuracy and the speed, with what it loaded.
+// test images on the CPU and prints the accuracy and the speed, with what it loaded. In a training
+// build (-Dtraining=true) it can train the model first, on the 60,000 training images:
 //
 //   fashion-mnist [--model mlp|lenet] [--weights FILE.safetensors] [--data DIR] [--threads N] [--batch N]
+//   fashion-mnist --train EPOCHS [--optimizer adamw|sgd] [--lr X] [--seed N] --save FILE.safetensors
+//                 [--model ...] [--data DIR] [--threads N] [--batch N]
+//
+// Training shows a progress bar, evaluates on the test images after every epoch, writes the
+// learning curve as FILE.csv and FILE.svg beside the weights, saves the weights (a PyTorch
+// state_dict), then reloads them into an inference model and classifies the test images with it.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -13,10 +20,13 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 import teeny;
 
+#include "curve.hpp"
 #include "models.hpp"  // examples/models.hpp
+#include "progress.hpp"
 
 namespace {
 struct Options {
@@ -24,7 +34,13 @@ struct Options {
   std::string weights;  // default: the weights shipped in examples/fashion_mnist/weights
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::int64_t threads = 1;
-  std::int64_t batch = 256;
+  std::int64_t batch = 0;  // default: 256 to classify, 64 to train
+  // Training (training builds): epochs (0: no training), optimizer, learning rate, seed, output.
+  std::int64_t epochs = 0;
+  std::string optimizer = "adamw";
+  double lr = 0;  // default: 1e-3 for AdamW, 0.05 for SGD
+  std::int64_t seed = 1;
+  std::string save;
 };
 
 int usage(const char* program, const std::string& problem) {
@@ -32,10 +48,24 @@ int usage(const char* program, const std::string& problem) {
   if (!problem.empty()) std::fprintf(out, "%s: %s\n", program, problem.c_str());
   std::fprintf(out,
                "usage: %s [--model mlp|lenet] [--weights FILE.safetensors] [--data DIR] [--threads N] [--batch N]\n"
-               "  --weights  a PyTorch state_dict saved as safetensors (default: the shipped %s weights)\n"
-               "  --data     Fashion-MNIST IDX files (default: %s, Debian's dataset-fashion-mnist)\n",
-               program, "<model>", "/usr/share/datasets/fashion-mnist");
+               "       %s --train EPOCHS --save FILE.safetensors [--optimizer adamw|sgd] [--lr X] [--seed N] ...\n"
+               "  --weights    a PyTorch state_dict saved as safetensors (default: the shipped <model> weights)\n"
+               "  --data       Fashion-MNIST IDX files (default: %s, Debian's dataset-fashion-mnist)\n"
+               "  --batch      images per batch (default: 256 to classify, 64 to train)\n"
+               "  --train      train the model from scratch for EPOCHS epochs first (training builds)\n"
+               "  --optimizer  adamw (default, lr 1e-3, weight decay 1e-2) or sgd (lr 0.05, momentum 0.9)\n"
+               "  --save       where the trained weights go; the learning curve goes beside them as .csv and .svg\n",
+               program, program, "/usr/share/datasets/fashion-mnist");
   return problem.empty() ? 0 : 2;
+}
+
+bool parse_number(std::string_view text, double& out) {
+  char* end = nullptr;
+  const std::string copy(text);
+  const double value = std::strtod(copy.c_str(), &end);
+  if (end == copy.c_str() || *end != '\0' || !(value > 0)) return false;
+  out = value;
+  return true;
 }
 
 bool parse_count(std::string_view text, std::int64_t& out) {
@@ -61,6 +91,163 @@ int fail(const teeny::Error& error) {
   std::fprintf(stderr, "error: %s\n", error.to_string().c_str());
   return 1;
 }
+
+struct Evaluation {
+  std::int64_t correct = 0;
+  double loss = 0;  // mean cross-entropy
+};
+
+// Runs `data` through `model` in batches of `batch` (a smaller last batch gets its own plan) and
+// counts the correct top-1 predictions; with `with_loss`, the mean cross-entropy too.
+template <class M>
+teeny::Result<Evaluation> evaluate(M& model, const teeny::Dataset& data, std::int64_t batch, bool with_loss) {
+  const std::int64_t n = data.size();
+  const auto* images = data.images.data();
+  const auto* labels = reinterpret_cast<const std::int64_t*>(data.labels.data());
+  const std::size_t image_bytes = 28 * 28 * sizeof(float);
+  Evaluation result;
+  for (std::int64_t first = 0; first < n; first += batch) {
+    const std::int64_t count = std::min(batch, n - first);
+    const teeny::TensorRef input[] = {
+        {"x", teeny::DType::f32, {count, 1, 28, 28}, std::span(images + first * image_bytes, count * image_bytes)}};
+    if (auto ran = model.forward(input); !ran) return std::move(ran).error();
+    auto logits = model.output("logits");
+    if (!logits) return std::move(logits).error();
+    const auto* scores = static_cast<const float*>(logits->data);
+    for (std::int64_t i = 0; i < count; ++i) {
+      const float* row = scores + i * 10;
+      result.correct += (std::max_element(row, row + 10) - row) == labels[first + i];
+    }
+#if TEENY_TRAINING
+    if (with_loss) {
+      auto view = logits->template as<const float>();
+      if (!view) return std::move(view).error();
+      auto loss = teeny::cross_entropy<float>(*view, teeny::TensorView<const std::int64_t>(labels + first, {count}));
+      if (!loss) return std::move(loss).error();
+      result.loss += *loss * static_cast<double>(count);
+    }
+#endif
+  }
+  if (with_loss) result.loss /= static_cast<double>(n);
+  return result;
+}
+
+#if TEENY_TRAINING
+std::string with_extension(const std::string& path, const std::string& extension) {
+  const std::size_t dot = path.rfind('.');
+  const std::size_t slash = path.rfind('/');
+  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return (has_extension ? path.substr(0, dot) : path) + extension;
+}
+
+// Trains `graph` from PyTorch's default initialisation on the training images and saves the
+// weights to opt.save; 0 on success, else the exit status.
+int train(const Options& opt, const teeny::Graph& graph, const teeny::Dataset& train_set,
+          const teeny::Dataset& test_set) {
+  auto model =
+      teeny::load_cpu_for_training(graph, {{"batch", opt.batch}}, {.threads = static_cast<std::size_t>(opt.threads)});
+  if (!model) return fail(model.error());
+  if (auto init = teeny::init_parameters(*model, static_cast<std::uint64_t>(opt.seed)); !init)
+    return fail(init.error());
+  model->set_seed(static_cast<std::uint64_t>(opt.seed));
+  auto params = teeny::trainable_parameters<float>(*model);
+  if (!params) return fail(params.error());
+  auto sampler = teeny::BatchSampler::create(train_set.size(), opt.batch, static_cast<std::uint64_t>(opt.seed));
+  if (!sampler) return fail(sampler.error());
+
+  const bool sgd = opt.optimizer == "sgd";
+  const double lr = opt.lr > 0 ? opt.lr : (sgd ? 0.05 : 1e-3);
+  std::printf("\ntraining %lld epoch(s): %s lr %g, batch %lld, seed %lld, %lld thread(s)\n",
+              static_cast<long long>(opt.epochs), sgd ? "SGD (momentum 0.9)" : "AdamW (weight decay 1e-2)", lr,
+              static_cast<long long>(opt.batch), static_cast<long long>(opt.seed), static_cast<long long>(opt.threads));
+  // One loop for either optimizer: `step` is its update.
+  auto run = [&](auto& optimizer) -> int {
+    const std::size_t image_bytes = 28 * 28 * sizeof(float);
+    std::vector<float> images(static_cast<std::size_t>(opt.batch) * 28 * 28);
+    std::vector<std::int64_t> labels(static_cast<std::size_t>(opt.batch));
+    const auto source_images = std::span(train_set.images.data(), train_set.images.bytes());
+    const auto source_labels = std::span(train_set.labels.data(), train_set.labels.bytes());
+    std::vector<demo::EpochRecord> history;
+    demo::ProgressBar progress;
+    const auto epochs = static_cast<int>(opt.epochs);
+    for (int epoch = 1; epoch <= epochs; ++epoch) {
+      model->set_training(true);
+      sampler->set_epoch(static_cast<std::uint64_t>(epoch - 1));
+      progress.start_epoch();
+      const auto start = std::chrono::steady_clock::now();
+      double loss_sum = 0;
+      std::int64_t correct = 0;
+      std::int64_t seen = 0;
+      std::int64_t step = 0;
+      for (std::span<const std::int64_t> batch : sampler->batches()) {
+        const auto count = static_cast<std::int64_t>(batch.size());
+        if (auto r = teeny::gather_rows(source_images, image_bytes, batch, std::as_writable_bytes(std::span(images)));
+            !r) {
+          return fail(r.error());
+        }
+        if (auto r = teeny::gather_rows(source_labels, sizeof(std::int64_t), batch,
+                                        std::as_writable_bytes(std::span(labels)));
+            !r) {
+          return fail(r.error());
+        }
+        const teeny::TensorRef input[] = {
+            {"x", teeny::DType::f32, {count, 1, 28, 28}, std::as_bytes(std::span(images).first(count * 28 * 28))}};
+        if (auto ran = model->forward(input); !ran) return fail(ran.error());
+        auto logits = model->output("logits");
+        if (!logits) return fail(logits.error());
+        auto grad = model->output_grad("logits");
+        if (!grad) return fail(grad.error());
+        const teeny::TensorView<const std::int64_t> targets(labels.data(), {count});
+        auto loss = teeny::cross_entropy<float>(*logits->as<const float>(), targets, *grad->as<float>());
+        if (!loss) return fail(loss.error());
+        if (auto back = model->backward(); !back) return fail(back.error());
+        optimizer.step();
+        model->zero_grad();
+        loss_sum += *loss * static_cast<double>(count);
+        correct += teeny::argmax_accuracy<float>(*logits->as<const float>(), targets).value_or(0);
+        seen += count;
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        progress.update(epoch, epochs, ++step, sampler->n_batches(), loss_sum / static_cast<double>(seen),
+                        static_cast<double>(correct) / static_cast<double>(seen),
+                        static_cast<double>(seen) / std::max(seconds, 1e-9));
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      model->set_training(false);
+      auto tested = evaluate(*model, test_set, opt.batch, true);
+      if (!tested) return fail(tested.error());
+      const double test_accuracy = static_cast<double>(tested->correct) / static_cast<double>(test_set.size());
+      history.push_back({epoch, loss_sum / static_cast<double>(seen),
+                         static_cast<double>(correct) / static_cast<double>(seen), tested->loss, test_accuracy,
+                         seconds});
+      char summary[96];
+      std::snprintf(summary, sizeof summary, "test loss %.4f  acc %.2f%%", tested->loss, 100.0 * test_accuracy);
+      progress.finish_epoch(summary);
+    }
+    const std::string csv = with_extension(opt.save, ".csv");
+    const std::string svg = with_extension(opt.save, ".svg");
+    if (auto error = demo::write_csv(csv, history); !error.empty()) {
+      std::fprintf(stderr, "error: %s\n", error.c_str());
+      return 1;
+    }
+    const std::string title = "Fashion-MNIST " + opt.model + ", teeny, " + (sgd ? "SGD" : "AdamW");
+    if (auto error = demo::write_svg(svg, history, title); !error.empty()) {
+      std::fprintf(stderr, "error: %s\n", error.c_str());
+      return 1;
+    }
+    if (auto saved = model->save_weights(opt.save); !saved) return fail(saved.error());
+    std::printf("learning curve: %s, %s\nweights: %s\n", csv.c_str(), svg.c_str(), opt.save.c_str());
+    return 0;
+  };
+  if (sgd) {
+    auto optimizer = teeny::Sgd<float>::create(*params, {.lr = lr, .momentum = 0.9});
+    if (!optimizer) return fail(optimizer.error());
+    return run(*optimizer);
+  }
+  auto optimizer = teeny::AdamW<float>::create(*params, {.lr = lr});
+  if (!optimizer) return fail(optimizer.error());
+  return run(*optimizer);
+}
+#endif
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,6 +268,17 @@ int main(int argc, char** argv) {
       if (!parse_count(value, opt.threads)) return usage(argv[0], "--threads takes a positive count");
     } else if (arg == "--batch") {
       if (!parse_count(value, opt.batch)) return usage(argv[0], "--batch takes a positive count");
+    } else if (arg == "--train") {
+      if (!parse_count(value, opt.epochs)) return usage(argv[0], "--train takes a positive number of epochs");
+    } else if (arg == "--optimizer") {
+      opt.optimizer = value;
+      if (opt.optimizer != "adamw" && opt.optimizer != "sgd") return usage(argv[0], "--optimizer is adamw or sgd");
+    } else if (arg == "--lr") {
+      if (!parse_number(value, opt.lr)) return usage(argv[0], "--lr takes a positive number");
+    } else if (arg == "--seed") {
+      if (!parse_count(value, opt.seed)) return usage(argv[0], "--seed takes a positive integer");
+    } else if (arg == "--save") {
+      opt.save = value;
     } else {
       return usage(argv[0], "unknown argument '" + std::string(arg) + "'");
     }
@@ -88,6 +286,17 @@ int main(int argc, char** argv) {
   if (opt.model != "mlp" && opt.model != "lenet") {
     return usage(argv[0], "unknown model '" + opt.model + "' (choose mlp or lenet)");
   }
+  const bool training = opt.epochs > 0;
+  if (opt.batch == 0) opt.batch = training ? 64 : 256;
+#if TEENY_TRAINING
+  if (training && opt.save.empty()) return usage(argv[0], "--train needs --save FILE.safetensors");
+  if (training && !opt.weights.empty()) return usage(argv[0], "--train starts from scratch: drop --weights");
+  if (training) opt.weights = opt.save;
+#else
+  if (training) {
+    return usage(argv[0], "--train needs a training build (configure with -Dtraining=true: tools/demo.sh does)");
+  }
+#endif
   const bool shipped_weights = opt.weights.empty();
   if (shipped_weights) opt.weights = std::string(TEENY_WEIGHTS_DIR) + "/" + opt.model + ".safetensors";
 
@@ -95,6 +304,18 @@ int main(int argc, char** argv) {
   auto graph = opt.model == "mlp" ? models::mlp() : models::lenet();
   if (!graph) return fail(graph.error());
   std::printf("Fashion-MNIST %s, built with teeny's GraphBuilder\n\n%s\n", opt.model.c_str(), graph->summary().c_str());
+
+  // The test images (pixel / 255, as in training), and the training images when training.
+  auto data = teeny::load_fashion_mnist(opt.data, teeny::DatasetSplit::test);
+  if (!data) return fail(data.error());
+#if TEENY_TRAINING
+  if (training) {
+    auto train_set = teeny::load_fashion_mnist(opt.data, teeny::DatasetSplit::train);
+    if (!train_set) return fail(train_set.error());
+    if (const int status = train(opt, *graph, *train_set, *data); status != 0) return status;
+    std::printf("\nreloading %s into an inference model\n", opt.save.c_str());
+  }
+#endif
 
   // 2. Loaded on the CPU for this batch size, 3. with the PyTorch state_dict (strict: every key).
   auto model = teeny::load_cpu(*graph, {{"batch", opt.batch}}, {.threads = static_cast<std::size_t>(opt.threads)});
@@ -112,30 +333,12 @@ int main(int argc, char** argv) {
       stats.parameter_bytes / 1e6, stats.arena_bytes / 1e6, stats.naive_arena_bytes / 1e6,
       static_cast<long long>(opt.threads));
 
-  // 4. The test images, pixel/255 as in training.
-  auto data = teeny::load_fashion_mnist(opt.data, teeny::DatasetSplit::test);
-  if (!data) return fail(data.error());
+  // 4. Classify the test images in batches (the last, smaller batch gets a plan of its own).
   const std::int64_t n = data->size();
-  const auto* images = reinterpret_cast<const std::byte*>(data->images.data());
-  const auto* labels = reinterpret_cast<const std::int64_t*>(data->labels.data());
-  const std::size_t image_bytes = 28 * 28 * sizeof(float);
-
-  // 5. Classify in batches (the last, smaller batch gets a plan of its own).
-  std::int64_t correct = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (std::int64_t first = 0; first < n; first += opt.batch) {
-    const std::int64_t count = std::min(opt.batch, n - first);
-    const teeny::TensorRef input[] = {
-        {"x", teeny::DType::f32, {count, 1, 28, 28}, std::span(images + first * image_bytes, count * image_bytes)}};
-    if (auto ran = model->forward(input); !ran) return fail(ran.error());
-    auto logits = model->output("logits");
-    if (!logits) return fail(logits.error());
-    const auto* scores = static_cast<const float*>(logits->data);
-    for (std::int64_t i = 0; i < count; ++i) {
-      const float* row = scores + i * 10;
-      correct += (std::max_element(row, row + 10) - row) == labels[first + i];
-    }
-  }
+  auto evaluation = evaluate(*model, *data, opt.batch, false);
+  if (!evaluation) return fail(evaluation.error());
+  const std::int64_t correct = evaluation->correct;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::printf("\ntest accuracy: %.2f%% (%lld/%lld)\n", 100.0 * static_cast<double>(correct) / static_cast<double>(n),
