@@ -5,7 +5,7 @@
 //
 //   fashion-mnist [--model mlp|lenet] [--weights FILE.safetensors] [--data DIR] [--threads N] [--batch N]
 //   fashion-mnist --train EPOCHS [--optimizer adamw|sgd] [--lr X] [--seed N] --save FILE.safetensors
-//                 [--model ...] [--data DIR] [--threads N] [--batch N]
+//                 [--schedule cosine|constant] [--model ...] [--data DIR] [--threads N] [--batch N]
 //
 // Training shows a progress bar, evaluates on the test images after every epoch, writes the
 // learning curve as FILE.csv and FILE.svg beside the weights, saves the weights (a PyTorch
@@ -38,7 +38,8 @@ struct Options {
   // Training (training builds): epochs (0: no training), optimizer, learning rate, seed, output.
   std::int64_t epochs = 0;
   std::string optimizer = "adamw";
-  double lr = 0;  // default: 1e-3 for AdamW, 0.05 for SGD
+  double lr = 0;                    // default: 1e-3 for AdamW, 0.05 for SGD
+  std::string schedule = "cosine";  // the lr over all steps: cosine annealing to 0, or constant
   std::int64_t seed = 1;
   std::string save;
 };
@@ -48,12 +49,15 @@ int usage(const char* program, const std::string& problem) {
   if (!problem.empty()) std::fprintf(out, "%s: %s\n", program, problem.c_str());
   std::fprintf(out,
                "usage: %s [--model mlp|lenet] [--weights FILE.safetensors] [--data DIR] [--threads N] [--batch N]\n"
-               "       %s --train EPOCHS --save FILE.safetensors [--optimizer adamw|sgd] [--lr X] [--seed N] ...\n"
+               "       %s --train EPOCHS --save FILE.safetensors [--optimizer adamw|sgd] [--lr X] [--schedule "
+               "cosine|constant] [--seed N] ...\n"
                "  --weights    a PyTorch state_dict saved as safetensors (default: the shipped <model> weights)\n"
                "  --data       Fashion-MNIST IDX files (default: %s, Debian's dataset-fashion-mnist)\n"
                "  --batch      images per batch (default: 256 to classify, 64 to train)\n"
                "  --train      train the model from scratch for EPOCHS epochs first (training builds)\n"
-               "  --optimizer  adamw (default, lr 1e-3, weight decay 1e-2) or sgd (lr 0.05, momentum 0.9)\n"
+               "  --optimizer  adamw (default; lr 1e-3 for mlp, 3e-3 for lenet; weight decay 1e-2) or sgd (lr 0.05,\n"
+               "               momentum 0.9)\n"
+               "  --schedule   cosine (default: the lr anneals to 0 over all steps) or constant\n"
                "  --save       where the trained weights go; the learning curve goes beside them as .csv and .svg\n",
                program, program, "/usr/share/datasets/fashion-mnist");
   return problem.empty() ? 0 : 2;
@@ -156,10 +160,13 @@ int train(const Options& opt, const teeny::Graph& graph, const teeny::Dataset& t
   if (!sampler) return fail(sampler.error());
 
   const bool sgd = opt.optimizer == "sgd";
-  const double lr = opt.lr > 0 ? opt.lr : (sgd ? 0.05 : 1e-3);
-  std::printf("\ntraining %lld epoch(s): %s lr %g, batch %lld, seed %lld, %lld thread(s)\n",
+  // Defaults measured for 3 epochs with the cosine schedule: the MLP 88.2%, the LeNet 89.2%.
+  const double adamw_lr = opt.model == "lenet" ? 3e-3 : 1e-3;
+  const double lr = opt.lr > 0 ? opt.lr : (sgd ? 0.05 : adamw_lr);
+  std::printf("\ntraining %lld epoch(s): %s lr %g (%s), batch %lld, seed %lld, %lld thread(s)\n",
               static_cast<long long>(opt.epochs), sgd ? "SGD (momentum 0.9)" : "AdamW (weight decay 1e-2)", lr,
-              static_cast<long long>(opt.batch), static_cast<long long>(opt.seed), static_cast<long long>(opt.threads));
+              opt.schedule.c_str(), static_cast<long long>(opt.batch), static_cast<long long>(opt.seed),
+              static_cast<long long>(opt.threads));
   // One loop for either optimizer: `step` is its update.
   auto run = [&](auto& optimizer) -> int {
     const std::size_t image_bytes = 28 * 28 * sizeof(float);
@@ -170,6 +177,8 @@ int train(const Options& opt, const teeny::Graph& graph, const teeny::Dataset& t
     std::vector<demo::EpochRecord> history;
     demo::ProgressBar progress;
     const auto epochs = static_cast<int>(opt.epochs);
+    const teeny::CosineAnnealingLR cosine{.t_max = opt.epochs * sampler->n_batches()};
+    std::int64_t global_step = 0;
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       model->set_training(true);
       sampler->set_epoch(static_cast<std::uint64_t>(epoch - 1));
@@ -201,6 +210,10 @@ int train(const Options& opt, const teeny::Graph& graph, const teeny::Dataset& t
         auto loss = teeny::cross_entropy<float>(*logits->as<const float>(), targets, *grad->as<float>());
         if (!loss) return fail(loss.error());
         if (auto back = model->backward(); !back) return fail(back.error());
+        if (opt.schedule == "cosine") {
+          if (auto r = cosine.apply(optimizer, global_step); !r) return fail(r.error());
+        }
+        ++global_step;
         optimizer.step();
         model->zero_grad();
         loss_sum += *loss * static_cast<double>(count);
@@ -273,6 +286,11 @@ int main(int argc, char** argv) {
     } else if (arg == "--optimizer") {
       opt.optimizer = value;
       if (opt.optimizer != "adamw" && opt.optimizer != "sgd") return usage(argv[0], "--optimizer is adamw or sgd");
+    } else if (arg == "--schedule") {
+      opt.schedule = value;
+      if (opt.schedule != "cosine" && opt.schedule != "constant") {
+        return usage(argv[0], "--schedule is cosine or constant");
+      }
     } else if (arg == "--lr") {
       if (!parse_number(value, opt.lr)) return usage(argv[0], "--lr takes a positive number");
     } else if (arg == "--seed") {

@@ -344,6 +344,10 @@ class LoadedModel {
     if (!node) {
       return fail(Errc::not_found, "the model has no output '", name, "' (outputs: ", port_names(outputs_), ")");
     }
+    if (current_->grads[*node].data == nullptr) {
+      return fail(Errc::invalid_argument, "no gradient flows back from output '", name,
+                  "': no trained parameter comes before it");
+    }
     return current_->grads[*node];
   }
 
@@ -681,7 +685,7 @@ class LoadedModel {
         }
         std::memcpy(tensor->data(), init->data(), init->size());
       }
-      Param param{lowered_.param_key(id, names[i]), id, std::move(*tensor)};
+      Param param{lowered_.param_key(id, names[i]), id, std::move(*tensor), false, Tensor{}};
 #if TEENY_TRAINING
       if (trainable() && param_trainable(op, i)) {
         auto grad = Tensor::zeros(param.tensor.dtype(), shapes[i]);

@@ -427,28 +427,36 @@ class AdamFamily : public ParamGroups<T, Options> {
         const double bias_correction2 = 1 - std::pow(o.beta2, step);
         const T neg_step_size = static_cast<T>(-(o.lr / bias_correction1));
         const T bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
-        T* value = p.value.data;
-        const T* grad = p.grad.data;
-        T* m = reinterpret_cast<T*>(s.exp_avg.data());
-        T* v = reinterpret_cast<T*>(s.exp_avg_sq.data());
-        T* v_max = o.amsgrad ? reinterpret_cast<T*>(s.max_exp_avg_sq.data()) : nullptr;
+        T* __restrict value = p.value.data;
+        const T* __restrict grad = p.grad.data;
+        T* __restrict m = reinterpret_cast<T*>(s.exp_avg.data());
+        T* __restrict v = reinterpret_cast<T*>(s.exp_avg_sq.data());
+        T* __restrict v_max = o.amsgrad ? reinterpret_cast<T*>(s.max_exp_avg_sq.data()) : nullptr;
         const std::int64_t count = p.value.numel();
-        for (std::int64_t j = 0; j < count; ++j) {
+        const bool l2 = !Decoupled && o.weight_decay != 0;
+        // One element's update; `second` gives the second moment the denominator uses. The
+        // elementwise sqrt is std::sqrt's IEEE result without errno, so that the loops vectorise.
+        const auto update = [&](std::int64_t j, auto second) {
           T gj = grad[j];
           if constexpr (Decoupled) {
             value[j] = value[j] * decay;
           } else {
-            if (o.weight_decay != 0) gj = gj + weight_decay * value[j];
+            if (l2) gj = gj + weight_decay * value[j];
           }
           m[j] = m[j] * beta1 + one_minus_beta1 * gj;
           v[j] = v[j] * beta2 + one_minus_beta2 * gj * gj;
-          T second = v[j];
-          if (v_max != nullptr) {
-            if (std::isnan(v[j]) || v[j] > v_max[j]) v_max[j] = v[j];  // torch.maximum propagates NaN
-            second = v_max[j];
-          }
-          const T denominator = std::sqrt(second) / bias_correction2_sqrt + eps;
+          const T denominator = __builtin_elementwise_sqrt(second(j)) / bias_correction2_sqrt + eps;
           value[j] = value[j] + neg_step_size * m[j] / denominator;
+        };
+        if (v_max == nullptr) {
+          for (std::int64_t j = 0; j < count; ++j) update(j, [&](std::int64_t k) { return v[k]; });
+        } else {
+          for (std::int64_t j = 0; j < count; ++j) {
+            update(j, [&](std::int64_t k) {
+              if (std::isnan(v[k]) || v[k] > v_max[k]) v_max[k] = v[k];  // torch.maximum propagates NaN
+              return v_max[k];
+            });
+          }
         }
       }
     }

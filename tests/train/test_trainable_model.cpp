@@ -67,7 +67,25 @@ TEST_CASE("a training load refuses a parameter whose gradient would stop at an o
   c.output("y", c.linear(c.layer_norm(x2, {4}, {.elementwise_affine = false}), 3).named("head"));
   auto graph2 = std::move(c).build();
   REQUIRE(graph2);
-  CHECK(teeny::load_cpu_for_training(*graph2, {}));
+  auto frozen = teeny::load_cpu_for_training(*graph2, {});
+  REQUIRE(frozen);
+  // An output no trained parameter comes before has no gradient to write: a clear error, not a
+  // buffer that is not there.
+  GraphBuilder d;
+  auto x3 = d.input("x", DType::f32, {2, 4});
+  d.output("y", d.linear(x3, 3).named("head"));
+  d.output("z", d.relu(x3));
+  auto graph3 = std::move(d).build();
+  REQUIRE(graph3);
+  auto two = teeny::load_cpu_for_training(*graph3, {});
+  REQUIRE(two);
+  const std::vector<float> xs(8, 1.0f);
+  const teeny::TensorRef in[] = {ref("x", xs, {2, 4})};
+  REQUIRE(two->forward(in));
+  CHECK(two->output_grad("y"));
+  auto none = two->output_grad("z");
+  REQUIRE_FALSE(none);
+  CHECK(none.error().to_string().find("no gradient flows back from output 'z'") != std::string::npos);
 }
 
 TEST_CASE("an inference model refuses training calls with a clear error") {
