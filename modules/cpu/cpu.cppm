@@ -74,16 +74,25 @@ static_assert(KernelFor<CpuContext, dropout_op<float>>);
 #if TEENY_TRAINING
 // Every op with a backward has its CPU backward kernel.
 static_assert(BackwardKernelFor<CpuContext, linear_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, matmul_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, unary_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, binary_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, reshape_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, permute_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, slice_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, concat_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, conv_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, max_pool2d_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, avg_pool2d_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, adaptive_avg_pool2d_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, batch_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, layer_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, rms_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, group_norm_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, softmax_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, reduce_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, dropout_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, embedding_op<float>>);
 // Kernels whose prepared state is derived from parameter values refresh it after an optimizer step.
 static_assert(RefreshableKernel<CpuContext, linear_op<float>, LinearState>);
 static_assert(RefreshableKernel<CpuContext, conv_op<float>, ConvState>);

@@ -35,6 +35,10 @@ Result<NoState> prepare_backward_kernel(const linear_op<float>& op, const Linear
                                         CpuContext& cpu);
 void run_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& args, NoState& state,
                          CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const matmul_op<float>& op, const MatMulBackwardArgs<float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const matmul_op<float>& op, const MatMulBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
 #endif
 
 }  // namespace teeny
@@ -70,15 +74,14 @@ void run_kernel(const linear_op<float>& op, const LinearArgs<float>& args, Linea
 
 Result<NoState> prepare_kernel(const matmul_op<float>&, const MatMulArgs<float>&, CpuContext&) { return NoState{}; }
 
-void run_kernel(const matmul_op<float>&, const MatMulArgs<float>& args, NoState&, CpuContext& cpu) {
-  const TensorView<const float>& a = args.a;
-  const TensorView<const float>& b = args.b;
+namespace {
+// Calls gemm(offset_a, offset_b, index) for every matrix of a batched matmul's output, in order:
+// index is the output matrix's, the offsets where its operands are read (batch dims broadcast
+// right-aligned: a broadcast operand is read at the same offset by several outputs).
+template <class F>
+void for_each_matrix(const TensorView<const float>& a, const TensorView<const float>& b, F gemm) {
   const std::size_t ra = a.rank();
   const std::size_t rb = b.rank();
-  const auto n = static_cast<std::size_t>(a.shape[ra - 2]);
-  const auto k = static_cast<std::size_t>(a.shape[ra - 1]);
-  const auto m = static_cast<std::size_t>(b.shape[rb - 1]);
-  // Batch dims broadcast right-aligned; walk the output's batch index and find each operand's.
   const std::size_t batch_rank = std::max(ra, rb) - 2;
   ConcreteShape batch;
   for (std::size_t i = 0; i < batch_rank; ++i) {
@@ -87,7 +90,6 @@ void run_kernel(const matmul_op<float>&, const MatMulArgs<float>& args, NoState&
     batch.push_back(da == 1 ? db : da);
   }
   const std::int64_t batches = batch.numel();
-  cpu::Epilogue none;
   for (std::int64_t index = 0; index < batches; ++index) {
     std::int64_t rest = index;
     std::int64_t offset_a = 0;
@@ -104,10 +106,25 @@ void run_kernel(const matmul_op<float>&, const MatMulArgs<float>& args, NoState&
         if (b.shape[axis] != 1) offset_b += coordinate * b.strides[axis];
       }
     }
+    gemm(offset_a, offset_b, index);
+  }
+}
+}  // namespace
+
+void run_kernel(const matmul_op<float>&, const MatMulArgs<float>& args, NoState&, CpuContext& cpu) {
+  const TensorView<const float>& a = args.a;
+  const TensorView<const float>& b = args.b;
+  const std::size_t ra = a.rank();
+  const std::size_t rb = b.rank();
+  const auto n = static_cast<std::size_t>(a.shape[ra - 2]);
+  const auto k = static_cast<std::size_t>(a.shape[ra - 1]);
+  const auto m = static_cast<std::size_t>(b.shape[rb - 1]);
+  const cpu::Epilogue none;
+  for_each_matrix(a, b, [&](std::int64_t offset_a, std::int64_t offset_b, std::int64_t index) {
     cpu::sgemm({n, m, k}, a.data + offset_a, static_cast<std::size_t>(a.strides[ra - 2]), false, b.data + offset_b,
                static_cast<std::size_t>(b.strides[rb - 2]), false,
                args.y.data + index * static_cast<std::int64_t>(n * m), m, none, cpu.pool());
-  }
+  });
 }
 
 #if TEENY_TRAINING
@@ -156,6 +173,36 @@ void run_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<fl
       for (std::size_t j = 0; j < out; ++j) db[j] += dz[j];
     }
   }
+}
+
+Result<NoState> prepare_backward_kernel(const matmul_op<float>&, const MatMulBackwardArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const matmul_op<float>&, const MatMulBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
+  const TensorView<const float>& a = g.forward.a;
+  const TensorView<const float>& b = g.forward.b;
+  const std::size_t ra = a.rank();
+  const std::size_t rb = b.rank();
+  const auto n = static_cast<std::size_t>(a.shape[ra - 2]);
+  const auto k = static_cast<std::size_t>(a.shape[ra - 1]);
+  const auto m = static_cast<std::size_t>(b.shape[rb - 1]);
+  const auto lda = static_cast<std::size_t>(a.strides[ra - 2]);
+  const auto ldb = static_cast<std::size_t>(b.strides[rb - 2]);
+  cpu::Epilogue accumulate;
+  accumulate.accumulate = true;
+  // One output matrix at a time, in order: a broadcast operand's gradient sums deterministically.
+  for_each_matrix(a, b, [&](std::int64_t offset_a, std::int64_t offset_b, std::int64_t index) {
+    const float* dy = g.dy.data + index * static_cast<std::int64_t>(n * m);
+    if (g.da.data != nullptr) {  // da[n, k] += dy[n, m] b^T
+      cpu::sgemm({n, k, m}, dy, m, false, b.data + offset_b, ldb, true, g.da.data + offset_a, lda, accumulate,
+                 cpu.pool());
+    }
+    if (g.db.data != nullptr) {  // db[k, m] += a^T dy[n, m]
+      cpu::sgemm({k, m, n}, a.data + offset_a, lda, true, dy, m, false, g.db.data + offset_b, ldb, accumulate,
+                 cpu.pool());
+    }
+  });
 }
 #endif
 

@@ -6,6 +6,7 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "math/elementwise.hpp"
@@ -42,8 +43,24 @@ Result<NoState> prepare_kernel(const layer_norm_op<float>& op, const RowNormArgs
 void run_kernel(const layer_norm_op<float>& op, const RowNormArgs<float>& args, NoState& state, CpuContext& cpu);
 Result<NoState> prepare_kernel(const rms_norm_op<float>& op, const RowNormArgs<float>& args, CpuContext& cpu);
 void run_kernel(const rms_norm_op<float>& op, const RowNormArgs<float>& args, NoState& state, CpuContext& cpu);
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const layer_norm_op<float>& op, const RowNormBackwardArgs<float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const layer_norm_op<float>& op, const RowNormBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const rms_norm_op<float>& op, const RowNormBackwardArgs<float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const rms_norm_op<float>& op, const RowNormBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
+#endif
 Result<NoState> prepare_kernel(const group_norm_op<float>& op, const GroupNormArgs<float>& args, CpuContext& cpu);
 void run_kernel(const group_norm_op<float>& op, const GroupNormArgs<float>& args, NoState& state, CpuContext& cpu);
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const group_norm_op<float>& op, const GroupNormBackwardArgs<float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const group_norm_op<float>& op, const GroupNormBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
+#endif
 
 }  // namespace teeny
 
@@ -317,6 +334,155 @@ void run_backward_kernel(const batch_norm_op<float>&, const BatchNormBackwardArg
       }
     }
   });
+}
+#endif
+
+#if TEENY_TRAINING
+namespace {
+// A row norm's backward: dx row by row in parallel (each row's statistics recomputed as the
+// forward computed them), then dw and db summed over the rows on one thread (in row order).
+// `row_stats(x)` gives the row's (shift, scale): x_hat = (x - shift) * scale.
+template <class RowStats, class Dx>
+void row_norm_backward(const RowNormBackwardArgs<float>& g, CpuContext& cpu, RowStats row_stats, Dx dx_row) {
+  const RowNormArgs<float>& f = g.forward;
+  const std::int64_t rows = f.x.shape[0];
+  const std::int64_t d = f.x.shape[1];
+  if (g.dx.data != nullptr) {
+    parallel_chunks(cpu, rows, 4 * d, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r) {
+        const auto [shift, scale] = row_stats(f.x.data + r * d);
+        dx_row(f.x.data + r * d, g.dy.data + r * d, g.dx.data + r * d, d, shift, scale);
+      }
+    });
+  }
+  if (g.dweight.data == nullptr && g.dbias.data == nullptr) return;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = f.x.data + r * d;
+    const float* dy = g.dy.data + r * d;
+    const auto [shift, scale] = row_stats(x);
+    for (std::int64_t i = 0; i < d; ++i) {
+      if (g.dweight.data != nullptr) g.dweight.data[i] += static_cast<float>(dy[i] * ((x[i] - shift) * scale));
+      if (g.dbias.data != nullptr) g.dbias.data[i] += dy[i];
+    }
+  }
+}
+}  // namespace
+
+Result<NoState> prepare_backward_kernel(const layer_norm_op<float>&, const RowNormBackwardArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const layer_norm_op<float>&, const RowNormBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
+  const std::int64_t d = g.forward.x.shape[1];
+  const double eps = g.forward.eps;
+  const float* weight = g.forward.weight.data;
+  row_norm_backward(
+      g, cpu,
+      [&](const float* x) {
+        const Moments m = moments(x, 1, d, d);
+        return std::pair<double, double>{m.mean, 1.0 / std::sqrt(m.var + eps)};
+      },
+      [&](const float* x, const float* dy, float* dx, std::int64_t n, double mean, double inv_std) {
+        double sum_g = 0;
+        double sum_g_xhat = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : 1.0f);
+          sum_g += gi;
+          sum_g_xhat += gi * (x[i] - mean) * inv_std;
+        }
+        const double mean_g = sum_g / static_cast<double>(n);
+        const double mean_g_xhat = sum_g_xhat / static_cast<double>(n);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : 1.0f);
+          dx[i] += static_cast<float>(inv_std * (gi - mean_g - (x[i] - mean) * inv_std * mean_g_xhat));
+        }
+      });
+}
+
+Result<NoState> prepare_backward_kernel(const rms_norm_op<float>&, const RowNormBackwardArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const rms_norm_op<float>&, const RowNormBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
+  const std::int64_t d = g.forward.x.shape[1];
+  const double eps = g.forward.eps;
+  const float* weight = g.forward.weight.data;
+  row_norm_backward(
+      g, cpu,
+      [&](const float* x) {
+        double squares = 0;
+        for (std::int64_t i = 0; i < d; ++i) squares += static_cast<double>(x[i]) * x[i];
+        return std::pair<double, double>{0.0,
+                                         math::rms_norm_scale(d == 0 ? 0.0 : squares / static_cast<double>(d), eps)};
+      },
+      [&](const float* x, const float* dy, float* dx, std::int64_t n, double, double r) {
+        double sum_g_x = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          sum_g_x += static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : 1.0f) * x[i];
+        }
+        const double coefficient = r * r * sum_g_x / static_cast<double>(n);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : 1.0f);
+          dx[i] += static_cast<float>(r * (gi - x[i] * coefficient));
+        }
+      });
+}
+
+Result<NoState> prepare_backward_kernel(const group_norm_op<float>&, const GroupNormBackwardArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const group_norm_op<float>&, const GroupNormBackwardArgs<float>& g, NoState&,
+                         CpuContext& cpu) {
+  const GroupNormArgs<float>& f = g.forward;
+  const std::int64_t n = f.x.shape[0];
+  const std::int64_t channels = f.x.shape[1];
+  const std::int64_t s = f.x.shape[2];
+  const std::int64_t per_group = channels / f.groups;
+  const std::int64_t span = per_group * s;  // a group's channels are contiguous
+  const auto weight = [&](std::int64_t c) {
+    return f.weight.data != nullptr ? static_cast<double>(f.weight.data[c]) : 1.0;
+  };
+  const auto stats = [&](std::int64_t ng) {
+    const Moments m = moments(f.x.data + ng * span, 1, span, span);
+    return std::pair<double, double>{m.mean, 1.0 / std::sqrt(m.var + f.eps)};
+  };
+  if (g.dx.data != nullptr) {
+    parallel_chunks(cpu, n * f.groups, 4 * span, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t ng = begin; ng < end; ++ng) {
+        const auto [mean, inv_std] = stats(ng);
+        const float* x = f.x.data + ng * span;
+        const float* dy = g.dy.data + ng * span;
+        float* dx = g.dx.data + ng * span;
+        const std::int64_t first_channel = (ng % f.groups) * per_group;
+        double sum_g = 0;
+        double sum_g_xhat = 0;
+        for (std::int64_t i = 0; i < span; ++i) {
+          const double gi = dy[i] * weight(first_channel + i / s);
+          sum_g += gi;
+          sum_g_xhat += gi * (x[i] - mean) * inv_std;
+        }
+        const double mean_g = sum_g / static_cast<double>(span);
+        const double mean_g_xhat = sum_g_xhat / static_cast<double>(span);
+        for (std::int64_t i = 0; i < span; ++i) {
+          const double gi = dy[i] * weight(first_channel + i / s);
+          dx[i] += static_cast<float>(inv_std * (gi - mean_g - (x[i] - mean) * inv_std * mean_g_xhat));
+        }
+      }
+    });
+  }
+  if (g.dweight.data == nullptr && g.dbias.data == nullptr) return;
+  for (std::int64_t ng = 0; ng < n * f.groups; ++ng) {  // one thread: each channel sums over the batch
+    const auto [mean, inv_std] = stats(ng);
+    const std::int64_t first_channel = (ng % f.groups) * per_group;
+    for (std::int64_t i = 0; i < span; ++i) {
+      const std::int64_t c = first_channel + i / s;
+      const float dy = g.dy.data[ng * span + i];
+      if (g.dweight.data != nullptr)
+        g.dweight.data[c] += static_cast<float>(dy * (f.x.data[ng * span + i] - mean) * inv_std);
+      if (g.dbias.data != nullptr) g.dbias.data[c] += dy;
+    }
+  }
 }
 #endif
 

@@ -22,6 +22,10 @@ Result<NoState> prepare_backward_kernel(const softmax_op<float>& op,
                                         const InputGradArgs<SoftmaxArgs<float>, float>& args, CpuContext& cpu);
 void run_backward_kernel(const softmax_op<float>& op, const InputGradArgs<SoftmaxArgs<float>, float>& args,
                          NoState& state, CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const reduce_op<float>& op, const InputGradArgs<ReduceArgs<float>, float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const reduce_op<float>& op, const InputGradArgs<ReduceArgs<float>, float>& args,
+                         NoState& state, CpuContext& cpu);
 #endif
 
 /// A reduction's loop nest, worked out once at load: x's dims (size-1 ones dropped) merged into runs
@@ -297,6 +301,70 @@ void run_backward_kernel(const softmax_op<float>&, const InputGradArgs<SoftmaxAr
       }
     }
   });
+}
+
+Result<NoState> prepare_backward_kernel(const reduce_op<float>&, const InputGradArgs<ReduceArgs<float>, float>& g,
+                                        CpuContext& cpu) {
+  // amax counts the elements equal to each maximum first: one float per output.
+  if (g.forward.fn == ReduceFn::max &&
+      !cpu.reserve_scratch(static_cast<std::size_t>(g.forward.y.numel()) * sizeof(float))) {
+    return fail(Errc::out_of_memory, "cannot allocate amax's tie counts");
+  }
+  return NoState{};
+}
+
+void run_backward_kernel(const reduce_op<float>&, const InputGradArgs<ReduceArgs<float>, float>& g, NoState&,
+                         CpuContext& cpu) {
+  if (g.dx.data == nullptr) return;
+  const ReduceArgs<float>& f = g.forward;
+  const ConcreteShape& shape = f.x.shape;
+  const std::size_t rank = shape.rank();
+  const std::int64_t numel = shape.numel();
+  // y (and dy) read with x's shape: stride 0 along the reduced dims.
+  ConcreteShape y_strides = f.y.strides;
+  for (std::size_t d = 0; d < rank; ++d) {
+    if ((f.reduced >> d) & 1u) y_strides[d] = 0;
+  }
+  const std::int64_t count = f.y.numel() == 0 ? 1 : numel / f.y.numel();
+  // Walks x in order (odometer), calling visit(x offset, y offset).
+  const auto walk = [&](auto visit) {
+    std::int64_t index[max_rank] = {};
+    std::int64_t ox = 0;
+    std::int64_t oy = 0;
+    for (std::int64_t i = 0; i < numel; ++i) {
+      visit(ox, oy, i);
+      for (std::size_t axis = rank; axis-- > 0;) {
+        ox += f.x.strides[axis];
+        oy += y_strides[axis];
+        if (++index[axis] < shape[axis]) break;
+        ox -= f.x.strides[axis] * shape[axis];
+        oy -= y_strides[axis] * shape[axis];
+        index[axis] = 0;
+      }
+    }
+  };
+  // dx is bound like x, contiguous in x's order: element i of the walk is dx[i].
+  switch (f.fn) {
+    case ReduceFn::sum:
+      walk([&](std::int64_t, std::int64_t oy, std::int64_t i) { g.dx.data[i] += g.dy.data[oy]; });
+      break;
+    case ReduceFn::mean: {
+      const auto scale = 1.0f / static_cast<float>(count);
+      walk([&](std::int64_t, std::int64_t oy, std::int64_t i) { g.dx.data[i] += g.dy.data[oy] * scale; });
+      break;
+    }
+    case ReduceFn::max: {
+      float* ties = cpu.scratch(0);
+      for (std::int64_t j = 0; j < f.y.numel(); ++j) ties[j] = 0;
+      walk([&](std::int64_t ox, std::int64_t oy, std::int64_t) {
+        ties[oy] += f.x.data[ox] == f.y.data[oy] ? 1.0f : 0.0f;
+      });
+      walk([&](std::int64_t ox, std::int64_t oy, std::int64_t i) {
+        if (f.x.data[ox] == f.y.data[oy]) g.dx.data[i] += g.dy.data[oy] / ties[oy];
+      });
+      break;
+    }
+  }
 }
 #endif
 

@@ -20,6 +20,12 @@ export namespace teeny {
 Result<NoState> prepare_kernel(const embedding_op<float>& op, const EmbeddingArgs<float>& args, CpuContext& cpu);
 /// An index outside [0, num_embeddings) gives a row of zeros (PyTorch raises; a kernel cannot).
 void run_kernel(const embedding_op<float>& op, const EmbeddingArgs<float>& args, NoState& state, CpuContext& cpu);
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const embedding_op<float>& op, const EmbeddingBackwardArgs<float>& args,
+                                        CpuContext& cpu);
+void run_backward_kernel(const embedding_op<float>& op, const EmbeddingBackwardArgs<float>& args, NoState& state,
+                         CpuContext& cpu);
+#endif
 
 struct AttentionState {
   std::int64_t block_rows = 1;  // query rows per task; its scores (block_rows x S) live in the CPU scratch
@@ -153,5 +159,30 @@ void run_kernel(const attention_op<float>&, const AttentionArgs<float>& args, At
                static_cast<std::size_t>(ev), none, cpu.pool());
   });
 }
+
+#if TEENY_TRAINING
+Result<NoState> prepare_backward_kernel(const embedding_op<float>&, const EmbeddingBackwardArgs<float>&, CpuContext&) {
+  return NoState{};
+}
+
+void run_backward_kernel(const embedding_op<float>&, const EmbeddingBackwardArgs<float>& g, NoState&, CpuContext&) {
+  if (g.dweight.data == nullptr) return;
+  const std::int64_t rows = g.forward.weight.shape[0];
+  const std::int64_t dim = g.forward.weight.shape[1];
+  // In index order on one thread: a repeated index adds its rows in a fixed order.
+  visit_dtype(g.forward.index_dtype, [&]<class I>(std::type_identity<I>) {
+    if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+      const auto* indices = static_cast<const I*>(g.forward.indices);
+      for (std::int64_t i = 0; i < g.forward.count; ++i) {
+        const auto index = static_cast<std::int64_t>(indices[i]);
+        if (index < 0 || index >= rows || index == g.padding_idx) continue;
+        float* dst = g.dweight.data + index * g.dweight.strides[0];
+        const float* src = g.dy.data + i * dim;
+        for (std::int64_t k = 0; k < dim; ++k) dst[k] += src[k];
+      }
+    }
+  });
+}
+#endif
 
 }  // namespace teeny

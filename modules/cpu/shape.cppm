@@ -22,6 +22,13 @@ Result<NoState> prepare_kernel(const reshape_op<float>& op, const CopyArgs<float
 void run_kernel(const reshape_op<float>& op, const CopyArgs<float>& args, NoState& state, CpuContext& cpu);
 
 #if TEENY_TRAINING
+using StridedCopyGradArgs = InputGradArgs<StridedCopyArgs<float>, float>;
+Result<NoState> prepare_backward_kernel(const permute_op<float>& op, const StridedCopyGradArgs& args, CpuContext& cpu);
+void run_backward_kernel(const permute_op<float>& op, const StridedCopyGradArgs& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const slice_op<float>& op, const StridedCopyGradArgs& args, CpuContext& cpu);
+void run_backward_kernel(const slice_op<float>& op, const StridedCopyGradArgs& args, NoState& state, CpuContext& cpu);
+Result<NoState> prepare_backward_kernel(const concat_op<float>& op, const StridedCopyGradArgs& args, CpuContext& cpu);
+void run_backward_kernel(const concat_op<float>& op, const StridedCopyGradArgs& args, NoState& state, CpuContext& cpu);
 Result<NoState> prepare_backward_kernel(const reshape_op<float>& op, const InputGradArgs<CopyArgs<float>, float>& args,
                                         CpuContext& cpu);
 void run_backward_kernel(const reshape_op<float>& op, const InputGradArgs<CopyArgs<float>, float>& args, NoState& state,
@@ -253,6 +260,50 @@ void run_kernel(const cast_op<float>&, const CastArgs& args, NoState&, CpuContex
 Result<NoState> prepare_backward_kernel(const reshape_op<float>&, const InputGradArgs<CopyArgs<float>, float>&,
                                         CpuContext&) {
   return NoState{};
+}
+
+namespace {
+// dx += dy, both read through their strides over dy's shape (the transpose of a strided copy), in
+// order on one thread.
+void strided_add(const StridedCopyGradArgs& g) {
+  if (g.dx.data == nullptr) return;
+  const ConcreteShape& shape = g.dy.shape;
+  const std::size_t rank = shape.rank();
+  const std::int64_t numel = shape.numel();
+  std::int64_t index[max_rank] = {};
+  std::int64_t ox = 0;
+  std::int64_t oy = 0;
+  for (std::int64_t i = 0; i < numel; ++i) {
+    g.dx.data[ox] += g.dy.data[oy];
+    for (std::size_t axis = rank; axis-- > 0;) {  // next multi-index, odometer style
+      ox += g.dx.strides[axis];
+      oy += g.dy.strides[axis];
+      if (++index[axis] < shape[axis]) break;
+      ox -= g.dx.strides[axis] * shape[axis];
+      oy -= g.dy.strides[axis] * shape[axis];
+      index[axis] = 0;
+    }
+  }
+}
+}  // namespace
+
+Result<NoState> prepare_backward_kernel(const permute_op<float>&, const StridedCopyGradArgs&, CpuContext&) {
+  return NoState{};
+}
+void run_backward_kernel(const permute_op<float>&, const StridedCopyGradArgs& g, NoState&, CpuContext&) {
+  strided_add(g);
+}
+Result<NoState> prepare_backward_kernel(const slice_op<float>&, const StridedCopyGradArgs&, CpuContext&) {
+  return NoState{};
+}
+void run_backward_kernel(const slice_op<float>&, const StridedCopyGradArgs& g, NoState&, CpuContext&) {
+  strided_add(g);
+}
+Result<NoState> prepare_backward_kernel(const concat_op<float>&, const StridedCopyGradArgs&, CpuContext&) {
+  return NoState{};
+}
+void run_backward_kernel(const concat_op<float>&, const StridedCopyGradArgs& g, NoState&, CpuContext&) {
+  strided_add(g);
 }
 
 void run_backward_kernel(const reshape_op<float>&, const InputGradArgs<CopyArgs<float>, float>& g, NoState&,

@@ -115,6 +115,19 @@ struct MatMulArgs {
   auto fields() const { return std::tie(a, b, y); }
 };
 
+#if TEENY_TRAINING
+/// Backward of matmul_op, per batch of the output: da += dy b^T, db += a^T dy, each added where
+/// its operand was read (so a broadcast operand sums over the batches that shared it).
+template <FloatElement T>
+struct MatMulBackwardArgs {
+  MatMulArgs<T> forward;
+  TensorView<T> dy;
+  TensorView<T> da;  // like forward.a, or empty
+  TensorView<T> db;  // like forward.b, or empty
+  auto fields() const { return std::tie(forward, dy, da, db); }
+};
+#endif
+
 /// torch.matmul. Operands are viewed as (broadcast) batches of matrices; 1-D operands as a row
 /// (first) or a column (second), as PyTorch does.
 template <FloatElement T>
@@ -125,7 +138,9 @@ struct matmul_op {
   std::string_view name() const { return "matmul"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"matmul", "teeny_matmul", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"matmul", "teeny_matmul", ""}, backward_kernel_ref("matmul_backward", "teeny_matmul_backward")};
+  }
 
   std::size_t n_activation_inputs() const { return 2; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
@@ -142,7 +157,25 @@ struct matmul_op {
   }
   Dim3 block() const { return {16, 16, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = MatMulBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    BackwardArgs g{*forward, {}, {}, {}};
+    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, g.forward.a, g.da),
+                             bind_grad_input(b, 1, g.forward.b, g.db))) {
+      return *e;
+    }
+    return g;
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<matmul_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<matmul_op<float>>);
+#endif
 
 }  // namespace teeny

@@ -163,6 +163,35 @@ struct RowNormArgs {
   auto fields() const { return std::tie(x, weight, bias, y, eps); }
 };
 
+#if TEENY_TRAINING
+/// Backward of layer_norm_op and rms_norm_op, per row of D: with g = dy * weight,
+/// layer norm dx += inv_std * (g - mean(g) - x_hat * mean(g * x_hat)), dw += sum(dy * x_hat),
+/// db += sum(dy); RMS norm dx += r * (g - x * r^2 * mean(g * x)), dw += sum(dy * x * r).
+template <FloatElement T>
+struct RowNormBackwardArgs {
+  RowNormArgs<T> forward;
+  TensorView<T> dy;       // [rows, D]
+  TensorView<T> dx;       // [rows, D], or empty
+  TensorView<T> dweight;  // [D], or empty
+  TensorView<T> dbias;    // [D], or empty
+  auto fields() const { return std::tie(forward, dy, dx, dweight, dbias); }
+};
+
+/// Packs a RowNormBackwardArgs for a row norm op.
+template <FloatElement T, class Op>
+Result<RowNormBackwardArgs<T>> pack_row_norm_backward(const Op& op, const BackwardBindings& b) {
+  auto forward = op.pack_args(forward_bindings(b));
+  if (!forward) return std::move(forward).error();
+  RowNormBackwardArgs<T> g{*forward, {}, {}, {}, {}};
+  if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, g.forward.x, g.dx),
+                           bind_grad_param(b, 0, g.forward.weight, g.dweight),
+                           bind_grad_param(b, 1, g.forward.bias, g.dbias))) {
+    return *e;
+  }
+  return g;
+}
+#endif
+
 namespace ops_detail {
 inline std::int64_t product(const std::vector<std::int64_t>& dims) {
   std::int64_t n = 1;
@@ -199,7 +228,10 @@ struct layer_norm_op {
   std::string_view name() const { return "layer_norm"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"layer_norm", "teeny_layer_norm", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"layer_norm", "teeny_layer_norm", ""},
+            backward_kernel_ref("layer_norm_backward", "teeny_layer_norm_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight", "bias"};
@@ -221,8 +253,19 @@ struct layer_norm_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = RowNormBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    return pack_row_norm_backward<T>(*this, b);
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<layer_norm_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<layer_norm_op<float>>);
+#endif
 
 /// torch.nn.RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight over the trailing dims; eps none is the
 /// dtype's machine epsilon.
@@ -235,7 +278,9 @@ struct rms_norm_op {
   std::string_view name() const { return "rms_norm"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"rms_norm", "teeny_rms_norm", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"rms_norm", "teeny_rms_norm", ""}, backward_kernel_ref("rms_norm_backward", "teeny_rms_norm_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight"};
@@ -256,8 +301,19 @@ struct rms_norm_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = RowNormBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    return pack_row_norm_backward<T>(*this, b);
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<rms_norm_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<rms_norm_op<float>>);
+#endif
 
 template <FloatElement T>
 struct GroupNormArgs {
@@ -270,6 +326,20 @@ struct GroupNormArgs {
   auto fields() const { return std::tie(x, weight, bias, y, groups, eps); }
 };
 
+#if TEENY_TRAINING
+/// Backward of group_norm_op, per (sample, group) of M elements, with g = dy * weight[c]:
+/// dx += inv_std * (g - mean(g) - x_hat * mean(g * x_hat)), dw[c] += sum(dy * x_hat), db[c] += sum(dy).
+template <FloatElement T>
+struct GroupNormBackwardArgs {
+  GroupNormArgs<T> forward;
+  TensorView<T> dy;
+  TensorView<T> dx;       // or empty
+  TensorView<T> dweight;  // [C], or empty
+  TensorView<T> dbias;    // [C], or empty
+  auto fields() const { return std::tie(forward, dy, dx, dweight, dbias); }
+};
+#endif
+
 /// torch.nn.GroupNorm: each sample's channels in `num_groups` groups, each normalised by its own
 /// mean and variance, then a per-channel weight and bias.
 template <FloatElement T>
@@ -281,7 +351,10 @@ struct group_norm_op {
   std::string_view name() const { return "group_norm"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"group_norm", "teeny_group_norm", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"group_norm", "teeny_group_norm", ""},
+            backward_kernel_ref("group_norm_backward", "teeny_group_norm_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight", "bias"};
@@ -312,7 +385,26 @@ struct group_norm_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = GroupNormBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    BackwardArgs g{*forward, {}, {}, {}, {}};
+    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, g.forward.x, g.dx),
+                             bind_grad_param(b, 0, g.forward.weight, g.dweight),
+                             bind_grad_param(b, 1, g.forward.bias, g.dbias))) {
+      return *e;
+    }
+    return g;
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<group_norm_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<group_norm_op<float>>);
+#endif
 
 }  // namespace teeny

@@ -117,7 +117,9 @@ struct reduce_op {
   }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"reduce", "teeny_reduce", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"reduce", "teeny_reduce", ""}, backward_kernel_ref("reduce_backward", "teeny_reduce_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -141,7 +143,20 @@ struct reduce_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  /// sum: dx += dy; mean: dx += dy / count; amax: dy shared evenly by the elements equal to the
+  /// maximum (PyTorch's rule for ties). dy is read broadcast over the reduced dims.
+  using BackwardArgs = InputGradArgs<Args, T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape&) const {
+    return {ceil_div(in.empty() ? 1 : in[0].numel(), 256), 1, 1};
+  }
+#endif
 };
 static_assert(RuntimeOp<reduce_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<reduce_op<float>>);
+#endif
 
 }  // namespace teeny

@@ -31,6 +31,19 @@ struct EmbeddingArgs {
   auto fields() const { return std::tie(indices, index_dtype, count, weight, y); }
 };
 
+#if TEENY_TRAINING
+/// Backward of embedding_op: dweight[indices[i]] += dy[i] (sparse rows accumulated, a repeated
+/// index adds up), except for padding_idx, whose row gets no gradient; the indices get none.
+template <FloatElement T>
+struct EmbeddingBackwardArgs {
+  EmbeddingArgs<T> forward;
+  TensorView<T> dy;          // [count, embedding_dim]
+  TensorView<T> dweight;     // [num_embeddings, embedding_dim], or empty
+  std::int64_t padding_idx;  // -1: none (normalised to [0, num_embeddings))
+  auto fields() const { return std::tie(forward, dy, dweight, padding_idx); }
+};
+#endif
+
 /// nn.Embedding: y[i] = weight[indices[i]], indices of any integer dtype (the dtype is the
 /// binding's, so the arguments hold an untyped pointer). padding_idx only matters for training
 /// (its row gets no gradient): forward reads whatever that row holds, as PyTorch does. An index
@@ -45,7 +58,10 @@ struct embedding_op {
   std::string_view name() const { return "embedding"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"embedding", "teeny_embedding", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"embedding", "teeny_embedding", ""},
+            backward_kernel_ref("embedding_backward", "teeny_embedding_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight"};
@@ -77,8 +93,29 @@ struct embedding_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = EmbeddingBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    std::int64_t padding = -1;
+    if (attrs.padding_idx)
+      padding = *attrs.padding_idx < 0 ? *attrs.padding_idx + attrs.num_embeddings : *attrs.padding_idx;
+    BackwardArgs g{*forward, {}, {}, padding};
+    if (auto e =
+            first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_param(b, 0, g.forward.weight, g.dweight))) {
+      return *e;
+    }
+    return g;
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<embedding_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<embedding_op<float>>);
+#endif
 
 namespace ops_detail {
 // `view` ([..., rows, cols]) as [batch..., rows, cols] over `out`'s batch dims (all but its last

@@ -82,6 +82,30 @@ struct StridedCopyArgs {
   auto fields() const { return std::tie(x, y); }
 };
 
+#if TEENY_TRAINING
+namespace ops_detail {
+// The backward of a strided copy of input `input` into (a slab of) the output, `forward`: dx and dy
+// viewed exactly as the forward viewed x and y (the same offsets and strides, on the gradients'
+// buffers), so that the kernel adds dy into dx through them.
+template <Element T>
+Result<InputGradArgs<StridedCopyArgs<T>, T>> strided_copy_grad(const StridedCopyArgs<T>& forward,
+                                                               const BackwardBindings& b, std::size_t input) {
+  const OpBindings fb = forward_bindings(b);
+  auto x = input_view<const T>(fb, input);
+  auto y = output_view<T>(fb);
+  if (auto e = first_error(x, y)) return *e;
+  TensorView<T> dx;
+  TensorView<T> dy;
+  if (auto e = first_error(bind_grad_input(b, input, *x, dx), bind_grad_output(b, *y, dy))) return *e;
+  InputGradArgs<StridedCopyArgs<T>, T> g{forward, {}, {}};
+  g.dy = TensorView<T>(dy.data + (forward.y.data - y->data), forward.y.shape, forward.y.strides);
+  if (dx.data != nullptr)
+    g.dx = TensorView<T>(dx.data + (forward.x.data - x->data), forward.x.shape, forward.x.strides);
+  return g;
+}
+}  // namespace ops_detail
+#endif
+
 /// torch.permute (and torch.transpose): output dim i is input dim dims[i] (negative from the end).
 template <Element T>
 struct permute_op {
@@ -92,7 +116,9 @@ struct permute_op {
   std::string_view name() const { return "permute"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"permute", "teeny_strided_copy", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"permute", "teeny_strided_copy", ""}, backward_kernel_ref("permute_backward", "teeny_strided_add")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -116,8 +142,21 @@ struct permute_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = InputGradArgs<Args, T>;  // dx += dy through the forward's strides
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    return ops_detail::strided_copy_grad<T>(*forward, b, 0);
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<permute_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<permute_op<float>>);
+#endif
 
 /// x[start::step] along `axis`, as many elements as the output holds: a Slice, or one piece of a
 /// Split / chunk. start counts from the end when negative and clamps to the dim, as in Python.
@@ -132,7 +171,9 @@ struct slice_op {
   std::string_view name() const { return "slice"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"slice", "teeny_strided_copy", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"slice", "teeny_strided_copy", ""}, backward_kernel_ref("slice_backward", "teeny_strided_add")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -161,8 +202,21 @@ struct slice_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = InputGradArgs<Args, T>;  // dx += dy through the forward's strides
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    return ops_detail::strided_copy_grad<T>(*forward, b, 0);
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<slice_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<slice_op<float>>);
+#endif
 
 /// torch.cat along `axis` of `inputs` tensors: one launch per input, each copying it into its slab
 /// of the output (so the argument list stays fixed whatever the number of inputs).
@@ -176,7 +230,9 @@ struct concat_op {
   std::string_view name() const { return "concat"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"concat", "teeny_strided_copy", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"concat", "teeny_strided_copy", ""}, backward_kernel_ref("concat_backward", "teeny_strided_add")};
+  }
   std::size_t n_activation_inputs() const { return inputs; }
   std::size_t n_launches() const { return inputs; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
@@ -205,8 +261,31 @@ struct concat_op {
   Dim3 grid_for_launch(std::size_t launch, std::span<const ConcreteShape> in, const ConcreteShape& y) const {
     return {ceil_div(launch < in.size() ? in[launch].numel() : y.numel(), 256), 1, 1};
   }
+
+#if TEENY_TRAINING
+  // One backward launch per input, as forward: dx_i += the slab of dy input i was copied into.
+  using BackwardArgs = InputGradArgs<Args, T>;
+  std::size_t n_backward_launches() const { return inputs; }
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    return pack_backward_args_for_launch(0, b);
+  }
+  Result<BackwardArgs> pack_backward_args_for_launch(std::size_t launch, const BackwardBindings& b) const {
+    auto forward = pack_args_for_launch(launch, forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    return ops_detail::strided_copy_grad<T>(*forward, b, launch);
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape& y) const {
+    return grid_for_launch(0, in, y);
+  }
+  Dim3 backward_grid_for_launch(std::size_t launch, std::span<const ConcreteShape> in, const ConcreteShape& y) const {
+    return grid_for_launch(launch, in, y);
+  }
+#endif
 };
 static_assert(RuntimeOp<concat_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<concat_op<float>>);
+#endif
 
 using math::PadKind;
 
