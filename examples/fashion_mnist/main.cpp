@@ -167,7 +167,7 @@ int train(const Options& opt, const teeny::Graph& graph, const teeny::Dataset& t
               static_cast<long long>(opt.epochs), sgd ? "SGD (momentum 0.9)" : "AdamW (weight decay 1e-2)", lr,
               opt.schedule.c_str(), static_cast<long long>(opt.batch), static_cast<long long>(opt.seed),
               static_cast<long long>(opt.threads));
-  // One loop for either optimizer: `step` is its update.
+  // One loop for either optimizer type.
   auto run = [&](auto& optimizer) -> int {
     const std::size_t image_bytes = 28 * 28 * sizeof(float);
     std::vector<float> images(static_cast<std::size_t>(opt.batch) * 28 * 28);
