@@ -1,8 +1,9 @@
 // sgemm against a naive double-precision reference: every instruction set this CPU has, odd and
 // empty shapes, strided operands, both transposes, packed and unpacked operands, every epilogue,
-// 1 to 4 threads.
+// 1 to 4 threads; and dgemm, the portable double-precision one, against a long-double reference.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -370,4 +371,58 @@ TEST_CASE("ISA selection clamps to what the CPU has") {
   CHECK(teeny::cpu::gemm_workspace_bytes({64, 512, 784}, false, true) <
         teeny::cpu::gemm_workspace_bytes({64, 512, 784}, false, false));
   CHECK(teeny::cpu::gemm_workspace_bytes({0, 512, 784}, false, false) == 0);
+}
+
+TEST_CASE("dgemm matches a long-double reference: shapes, transposes, strides, every epilogue, threads") {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  const GemmShape shapes[] = {{1, 1, 1}, {3, 5, 7}, {17, 9, 300}, {64, 300, 40}, {5, 0, 3}, {4, 6, 0}};
+  for (const std::size_t threads : {1u, 3u}) {
+    ThreadPool pool(threads);
+    for (const GemmShape& s : shapes) {
+      for (const bool trans_a : {false, true}) {
+        for (const bool trans_b : {false, true}) {
+          for (const Activation act : kActivations) {
+            INFO(threads << " threads, " << s.m << "x" << s.n << "x" << s.k << " ta " << trans_a << " tb " << trans_b
+                         << " act " << static_cast<int>(act));
+            // Leading dimensions one wider than needed, so a stride bug reads the wrong element.
+            const std::size_t lda = (trans_a ? s.m : s.k) + 1;
+            const std::size_t ldb = (trans_b ? s.k : s.n) + 1;
+            const std::size_t ldc = s.n + 2;
+            std::vector<double> a((trans_a ? s.k : s.m) * lda + 1);
+            std::vector<double> b((trans_b ? s.n : s.k) * ldb + 1);
+            std::vector<double> c(s.m * ldc + 1);
+            std::vector<double> bias(std::max(s.m, s.n));
+            for (double& v : a) v = dist(rng);
+            for (double& v : b) v = dist(rng);
+            for (double& v : c) v = dist(rng);
+            for (double& v : bias) v = dist(rng);
+            teeny::cpu::GemmEpilogue<double> e;
+            e.activation = act;
+            e.slope = 0.2;
+            e.accumulate = act == Activation::silu || act == Activation::none;
+            e.bias = act == Activation::tanh ? nullptr : bias.data();
+            e.bias_axis = act == Activation::relu ? BiasAxis::row : BiasAxis::column;
+            const std::vector<double> before = c;
+            teeny::cpu::dgemm(s, a.data(), lda, trans_a, b.data(), ldb, trans_b, c.data(), ldc, e, pool);
+            for (std::size_t i = 0; i < s.m; ++i) {
+              for (std::size_t j = 0; j < s.n; ++j) {
+                long double acc = e.accumulate ? before[i * ldc + j] : 0.0L;
+                for (std::size_t k = 0; k < s.k; ++k) {
+                  const double av = trans_a ? a[k * lda + i] : a[i * lda + k];
+                  const double bv = trans_b ? b[j * ldb + k] : b[k * ldb + j];
+                  acc += static_cast<long double>(av) * bv;
+                }
+                if (e.bias != nullptr) acc += e.bias_axis == BiasAxis::column ? bias[j] : bias[i];
+                const double want = activate_ref(act, static_cast<double>(acc), e.slope);
+                // Sums of up to 300 products of unit normals: a few ulps of their magnitude.
+                REQUIRE(std::abs(c[i * ldc + j] - want) <= 1e-13 * (1.0 + std::sqrt(static_cast<double>(s.k))));
+              }
+              for (std::size_t j = s.n; j < ldc; ++j) CHECK(c[i * ldc + j] == before[i * ldc + j]);  // the gap
+            }
+          }
+        }
+      }
+    }
+  }
 }

@@ -1,4 +1,5 @@
-// Single-precision GEMM for the CPU backend: C = op(A) * op(B) (+ C) (+ bias), then an activation.
+// GEMM for the CPU backend: C = op(A) * op(B) (+ C) (+ bias), then an activation. Single precision
+// (sgemm) is the fast path; double precision (dgemm) is a plain blocked one, for exact checks.
 //
 // Row-major throughout: C is M x N with row stride ldc, op(A) is M x K and op(B) is K x N. A
 // transposed operand is stored the other way round (trans_b = true: B is an N x K matrix, which is
@@ -44,14 +45,16 @@ enum class BiasAxis : std::uint8_t {
 };
 
 // Applied to every element of C in this order: C = (accumulate ? C : 0) + op(A)*op(B);
-// C += bias; C = activation(C).
-struct Epilogue {
-  const float* bias = nullptr;
+// C += bias; C = activation(C). T is the GEMM's element type.
+template <class T>
+struct GemmEpilogue {
+  const T* bias = nullptr;
   BiasAxis bias_axis = BiasAxis::column;
   Activation activation = Activation::none;
-  float slope = 0.01f;  // negative slope of leaky_relu
+  T slope = T(0.01);  // negative slope of leaky_relu
   bool accumulate = false;
 };
+using Epilogue = GemmEpilogue<float>;
 
 struct GemmShape {
   std::size_t m = 0;
@@ -160,6 +163,25 @@ struct GemmTile {
   bool rows_in_place = false;  // a RowTable B is read in place, not packed (AVX-512)
 };
 GemmTile gemm_tile();
+
+// ---- Double precision ----------------------------------------------------------------------
+
+// C[M x N] = op(A) * op(B) in double, with sgemm's operand conventions and epilogue (any size,
+// K == 0 included; C must not overlap A or B). Cache-blocked portable C++ spread over the pool's
+// threads by rows of C, no packing and no workspace: f64 is there for exact checks, not speed.
+void dgemm(const GemmShape& shape, const double* a, std::size_t lda, bool trans_a, const double* b, std::size_t ldb,
+           bool trans_b, double* c, std::size_t ldc, const GemmEpilogue<double>& epilogue, ThreadPool& pool);
+
+// One name for both precisions, for kernels written once over their element type.
+inline void gemm(const GemmShape& shape, const float* a, std::size_t lda, bool trans_a, const float* b, std::size_t ldb,
+                 bool trans_b, float* c, std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool) {
+  sgemm(shape, a, lda, trans_a, b, ldb, trans_b, c, ldc, epilogue, pool);
+}
+inline void gemm(const GemmShape& shape, const double* a, std::size_t lda, bool trans_a, const double* b,
+                 std::size_t ldb, bool trans_b, double* c, std::size_t ldc, const GemmEpilogue<double>& epilogue,
+                 ThreadPool& pool) {
+  dgemm(shape, a, lda, trans_a, b, ldb, trans_b, c, ldc, epilogue, pool);
+}
 
 // Bytes of per-thread scratch memory a GEMM of this shape asks the pool for (0 when none), for
 // callers that want to budget memory. The pool allocates it on first use and keeps it.
