@@ -29,10 +29,11 @@ enum class UnaryFn : std::uint8_t {
   reciprocal,
 };
 
-/// Attributes some unary functions take; see UnaryFn for which.
+/// Attributes some unary functions take; see UnaryFn for which. Kept in double, as the graph has
+/// them: each element type rounds them once, T(alpha), as PyTorch does.
 struct UnaryParams {
-  float alpha = 0;
-  float beta = 0;
+  double alpha = 0;
+  double beta = 0;
   friend constexpr bool operator==(const UnaryParams&, const UnaryParams&) = default;
 };
 

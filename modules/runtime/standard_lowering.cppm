@@ -42,29 +42,26 @@ overloaded(F...) -> overloaded<F...>;
 inline std::optional<std::pair<UnaryFn, UnaryParams>> activation_of(const GraphOp& op) {
   using R = std::optional<std::pair<UnaryFn, UnaryParams>>;
   auto f = [](UnaryFn fn, UnaryParams p = {}) { return R(std::pair{fn, p}); };
-  return std::visit(
-      overloaded{
-          [&](const ReLU&) { return f(UnaryFn::relu); },
-          [&](const LeakyReLU& a) { return f(UnaryFn::leaky_relu, {static_cast<float>(a.negative_slope), 0}); },
-          [&](const GELU& a) {
-            return f(a.approximate == GeluApproximate::tanh ? UnaryFn::gelu_tanh : UnaryFn::gelu_erf);
-          },
-          [&](const SiLU&) { return f(UnaryFn::silu); },
-          [&](const Sigmoid&) { return f(UnaryFn::sigmoid); },
-          [&](const Tanh&) { return f(UnaryFn::tanh); },
-          [&](const Softplus& a) {
-            return f(UnaryFn::softplus, {static_cast<float>(a.beta), static_cast<float>(a.threshold)});
-          },
-          [&](const ELU& a) { return f(UnaryFn::elu, {static_cast<float>(a.alpha), 0}); },
-          [&](const Hardswish&) { return f(UnaryFn::hardswish); },
-          [&](const Unary& u) {
-            constexpr UnaryFn fns[] = {UnaryFn::exp, UnaryFn::log, UnaryFn::sqrt,
-                                       UnaryFn::abs, UnaryFn::neg, UnaryFn::reciprocal};
-            return f(fns[static_cast<std::size_t>(u.op)]);
-          },
-          [&](const auto&) { return R(); },
-      },
-      op);
+  return std::visit(overloaded{
+                        [&](const ReLU&) { return f(UnaryFn::relu); },
+                        [&](const LeakyReLU& a) { return f(UnaryFn::leaky_relu, {a.negative_slope, 0}); },
+                        [&](const GELU& a) {
+                          return f(a.approximate == GeluApproximate::tanh ? UnaryFn::gelu_tanh : UnaryFn::gelu_erf);
+                        },
+                        [&](const SiLU&) { return f(UnaryFn::silu); },
+                        [&](const Sigmoid&) { return f(UnaryFn::sigmoid); },
+                        [&](const Tanh&) { return f(UnaryFn::tanh); },
+                        [&](const Softplus& a) { return f(UnaryFn::softplus, {a.beta, a.threshold}); },
+                        [&](const ELU& a) { return f(UnaryFn::elu, {a.alpha, 0}); },
+                        [&](const Hardswish&) { return f(UnaryFn::hardswish); },
+                        [&](const Unary& u) {
+                          constexpr UnaryFn fns[] = {UnaryFn::exp, UnaryFn::log, UnaryFn::sqrt,
+                                                     UnaryFn::abs, UnaryFn::neg, UnaryFn::reciprocal};
+                          return f(fns[static_cast<std::size_t>(u.op)]);
+                        },
+                        [&](const auto&) { return R(); },
+                    },
+                    op);
 }
 
 // Whether an op reads inputs of dtypes other than the compute type (Cast: any; Embedding: integer
@@ -115,16 +112,19 @@ struct standard_node_lowering {
     const auto& node = ctx.graph().dag()[g];
     const TensorType& type = node.op.type;
     // Everything computes in T, but for Cast (any dtype in and out) and Embedding (integer indices
-    // in). Graph inputs may have any dtype: each reader checks its operands here.
+    // in). Graph inputs may have any dtype: each reader checks its operands here, before its
+    // output, so that the error names the input whose dtype the output follows.
+    for (std::size_t slot = 0; slot < node.inputs.size() && !reads_any_dtype(node.op.op); ++slot) {
+      const auto& producer = ctx.graph().dag()[node.inputs[slot]];
+      const DType in = producer.op.type.dtype;
+      if (in != dtype_of<T>) {
+        return fail(Errc::unsupported, "input ", slot, " ('", producer.name, "') is ", in,
+                    ", but this lowering computes in ", dtype_of<T>,
+                    is_floating(in) ? cat(" (cast it first, or lower for ", in, ")") : std::string(" (cast it first)"));
+      }
+    }
     if (type.dtype != dtype_of<T> && !makes_any_dtype(node.op.op)) {
       return fail(Errc::unsupported, "its output is ", type.dtype, ", but this lowering computes in ", dtype_of<T>);
-    }
-    for (std::size_t slot = 0; slot < node.inputs.size() && !reads_any_dtype(node.op.op); ++slot) {
-      const DType in = ctx.graph().dag()[node.inputs[slot]].op.type.dtype;
-      if (in != dtype_of<T>) {
-        return fail(Errc::unsupported, "input ", slot, " is ", in, ", but this lowering computes in ", dtype_of<T>,
-                    " (cast it first)");
-      }
     }
     const OpOutput out{type.shape, type.dtype};
     auto emit = [&](op_set op) -> Result<bool> {
