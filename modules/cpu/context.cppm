@@ -4,6 +4,7 @@
 //   CpuContext cpu({.threads = 2});     // threads created once, here
 module;
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,11 @@ export module teeny.cpu:context;
 import teeny.model; // RunPhase
 
 export namespace teeny {
+
+/// The element types the CPU kernels compute in: float (the fast path) and double (exact checks).
+/// Each kernel is written once over T and compiled for both in its module.
+template <class T>
+concept CpuReal = std::same_as<T, float> || std::same_as<T, double>;
 
 /// How convolutions make their GEMM's im2col operand (see teeny.cpu:conv). 1x1 stride-1 unpadded
 /// and depthwise convolutions have paths of their own and ignore it.
@@ -72,6 +78,11 @@ class CpuContext {
 
   /// Worker `worker`'s scratch (reserve_scratch bytes; nullptr before any reservation).
   float* scratch(std::size_t worker) const { return worker < scratch_.size() ? scratch_[worker].get() : nullptr; }
+  /// The same, as elements of T (the block is 64-byte aligned, so suits any of them).
+  template <CpuReal T>
+  T* scratch_as(std::size_t worker) const {
+    return reinterpret_cast<T*>(scratch(worker));
+  }
 
  private:
   struct AlignedFree {

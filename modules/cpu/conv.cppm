@@ -12,12 +12,15 @@
 //    better as rows than as columns.
 // Depthwise convolutions (one input channel per group) run directly: their GEMMs would be mostly
 // packing. A folded BatchNorm is applied to the weights and bias at load (fold_norm).
+// In f64 (exact checks, not speed) the columns are the input (1x1) or the im2col matrix, and the
+// GEMM is dgemm on the unpacked weights (run_unpacked).
 module;
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -46,7 +49,7 @@ struct PhasePlanes {
   std::int64_t floats = 0;         // cg * used planes, plus a row of slack for the last windows
 };
 
-/// Floats of per-worker scratch: the columns (phase planes or im2col matrix), then the GEMM's
+/// Elements of per-worker scratch: the columns (phase planes or im2col matrix), then the GEMM's
 /// result where it cannot go straight to the output (wide rows to cut, or transposed).
 struct ConvScratch {
   std::int64_t columns = 0;
@@ -54,33 +57,44 @@ struct ConvScratch {
   std::int64_t total = 0;
 };
 
-struct ConvState {
-  /// How the GEMM's im2col operand is made from an image's group (see the top of this file).
-  enum class Columns : std::uint8_t { input, implicit, im2col, transposed };
-  std::vector<cpu::PackedMatrix> weights;  // per group: W_g as the A operand (W_g^T as B: transposed)
+/// How the GEMM's im2col operand is made from an image's group (see the top of this file).
+enum class ConvColumns : std::uint8_t { input, implicit, im2col, transposed };
+
+/// What a convolution's kernel prepares at load, per element type T. f64 convolutions take the
+/// simplest path (input or im2col, unpacked weights, dgemm): they are there for exact checks.
+template <CpuReal T>
+struct ConvStateOf {
+  using Columns = ConvColumns;
+  std::vector<cpu::PackedMatrix> weights;  // f32, per group: W_g as the A operand (W_g^T as B: transposed)
   Columns columns = Columns::im2col;
   bool depthwise = false;                   // one input channel per group: the direct kernel
   PhasePlanes phases;                       // implicit
   std::vector<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
   ConvScratch scratch;                      // set at load, where forward finds its buffers
-  // With a folded BatchNorm: the bias after it, and for a depthwise convolution (which reads its
-  // weights unpacked) the scaled weights.
-  std::vector<float> folded_bias;
-  std::vector<float> folded_weight;
+  // With a folded BatchNorm: the bias after it, and for a convolution that reads its weights
+  // unpacked (depthwise, or f64) the scaled weights.
+  std::vector<T> folded_bias;
+  std::vector<T> folded_weight;
 };
+using ConvState = ConvStateOf<float>;
 
-Result<ConvState> prepare_kernel(const conv_op<float>& op, const ConvArgs<float>& args, CpuContext& cpu);
-void run_kernel(const conv_op<float>& op, const ConvArgs<float>& args, ConvState& state, CpuContext& cpu);
+// Templates over the element type, compiled here for float and double (see the end of the file).
+template <CpuReal T>
+Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>& op, const ConvArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const conv_op<T>& op, const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu);
 
 #if TEENY_TRAINING
 /// After the weight changed (an optimizer step): repacks it in place, allocating nothing. A
 /// folded BatchNorm cannot be refreshed (the training lowering folds none).
-Result<void> refresh_kernel(const conv_op<float>& op, const ConvArgs<float>& args, ConvState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<void> refresh_kernel(const conv_op<T>& op, const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu);
 /// The backward runs image by image and group by group on the im2col matrix: dW_g += dz_g cols^T,
 /// dcols = W_g^T dz_g scattered back into dx (col2im), db += the row sums of dz.
-Result<NoState> prepare_backward_kernel(const conv_op<float>& op, const ConvBackwardArgs<float>& args, CpuContext& cpu);
-void run_backward_kernel(const conv_op<float>& op, const ConvBackwardArgs<float>& args, NoState& state,
-                         CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const conv_op<T>& op, const ConvBackwardArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const conv_op<T>& op, const ConvBackwardArgs<T>& args, NoState& state, CpuContext& cpu);
 #endif
 
 }  // namespace teeny
@@ -96,7 +110,8 @@ struct Geometry {
   std::int64_t p;               // output pixels: ho * wo
 };
 
-Geometry geometry(const ConvArgs<float>& a) {
+template <class T>
+Geometry geometry(const ConvArgs<T>& a) {
   Geometry g{};
   g.n = a.x.shape[0];
   g.c = a.x.shape[1];
@@ -121,40 +136,42 @@ std::pair<std::int64_t, std::int64_t> inside(std::int64_t i0, std::int64_t strid
   return {lo, hi};
 }
 
-// dst[0, n) = 0. Runs at the padding are a few floats: short ones are stored directly, not through
-// a call to memset (which the compiler would make of a plain loop).
-void zero(float* dst, std::int64_t n) {
+// dst[0, n) = 0. Runs at the padding are a few elements: short ones are stored directly, not
+// through a call to memset (which the compiler would make of a plain loop).
+template <class T>
+void zero(T* dst, std::int64_t n) {
   if (n >= 8) {
-    std::memset(dst, 0, static_cast<std::size_t>(n) * sizeof(float));
+    std::memset(dst, 0, static_cast<std::size_t>(n) * sizeof(T));
     return;
   }
   if (n >= 4) {
-    constexpr float zeros[4] = {};
+    constexpr T zeros[4] = {};
     std::memcpy(dst, zeros, sizeof zeros);
     std::memcpy(dst + n - 4, zeros, sizeof zeros);
     return;
   }
-  if (n > 0) dst[0] = 0.0f;
-  if (n > 1) dst[1] = 0.0f;
-  if (n > 2) dst[2] = 0.0f;
+  if (n > 0) dst[0] = T(0);
+  if (n > 1) dst[1] = T(0);
+  if (n > 2) dst[2] = T(0);
 }
 
 // dst[0, n) = src[0, n) for the short runs of an im2col row (tens of floats): 16-byte moves, the
 // last one overlapping, cost less than a loop's setup or a call to memcpy.
-void copy_short(float* dst, const float* src, std::int64_t n) {
+template <class T>
+void copy_short(T* dst, const T* src, std::int64_t n) {
   if (n < 4) {
     for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
     return;
   }
-  for (std::int64_t i = 0; i + 4 < n; i += 4) std::memcpy(dst + i, src + i, 4 * sizeof(float));
-  std::memcpy(dst + n - 4, src + n - 4, 4 * sizeof(float));
+  for (std::int64_t i = 0; i + 4 < n; i += 4) std::memcpy(dst + i, src + i, 4 * sizeof(T));
+  std::memcpy(dst + n - 4, src + n - 4, 4 * sizeof(T));
 }
 
 // Rows [row_begin, row_end) of the K x P im2col matrix of one image's group (`x`: its first input
 // channel): row (c, i, j), column (oh, ow) holds x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw], 0 in
 // the padding.
-void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols, std::int64_t row_begin,
-            std::int64_t row_end) {
+template <class T>
+void im2col(const T* x, const Geometry& g, const Window2d& win, T* cols, std::int64_t row_begin, std::int64_t row_end) {
   const std::int64_t khw = win.kernel_h * win.kernel_w;
   // Stride 1 with the output as wide as the input ("same" padding, as in most 3x3 layers): the
   // valid output rows of a (c, i, j) row read consecutive input rows, so they are one shifted copy
@@ -165,12 +182,12 @@ void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols,
     const std::int64_t c = r / khw;
     const std::int64_t i = (r / win.kernel_w) % win.kernel_h;
     const std::int64_t j = r % win.kernel_w;
-    const float* plane = x + c * g.h * g.w;
+    const T* plane = x + c * g.h * g.w;
     const std::int64_t ih0 = i * win.dilation_h - win.pad_h;
     const std::int64_t iw0 = j * win.dilation_w - win.pad_w;
     const auto [oh_lo, oh_hi] = inside(ih0, win.stride_h, g.h, g.ho);
     const auto [lo, hi] = inside(iw0, win.stride_w, g.w, g.wo);
-    float* __restrict dst = cols + r * g.p;
+    T* __restrict dst = cols + r * g.p;
     zero(dst, oh_lo * g.wo);
     zero(dst + oh_hi * g.wo, (g.ho - oh_hi) * g.wo);
     if (oh_lo >= oh_hi) continue;
@@ -178,8 +195,7 @@ void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols,
       const std::int64_t first = oh_lo * g.wo + lo;
       const std::int64_t last = (oh_hi - 1) * g.wo + hi;
       if (last > first) {
-        std::memcpy(dst + first, plane + ih0 * g.w + iw0 + first,
-                    static_cast<std::size_t>(last - first) * sizeof(float));
+        std::memcpy(dst + first, plane + ih0 * g.w + iw0 + first, static_cast<std::size_t>(last - first) * sizeof(T));
       }
       for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
         zero(dst + oh * g.wo, lo);
@@ -188,8 +204,8 @@ void im2col(const float* x, const Geometry& g, const Window2d& win, float* cols,
       continue;
     }
     for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-      float* __restrict out = dst + oh * g.wo;
-      const float* __restrict row = plane + (oh * win.stride_h + ih0) * g.w;
+      T* __restrict out = dst + oh * g.wo;
+      const T* __restrict row = plane + (oh * win.stride_h + ih0) * g.w;
       zero(out, lo);
       if (win.stride_w == 1) {
         copy_short(out + lo, row + iw0 + lo, hi - lo);
@@ -239,22 +255,29 @@ void fill_phases(const float* x, const Geometry& g, const Window2d& win, const P
 }
 
 // One output plane of a depthwise convolution: `x` is its input channel, `w` its kh x kw filter.
-void depthwise_plane(const float* x, const float* w, float bias, float* y, const Geometry& g, const Window2d& win) {
+template <class T>
+void depthwise_plane(const T* x, const T* w, T bias, T* y, const Geometry& g, const Window2d& win) {
   for (std::int64_t oh = 0; oh < g.ho; ++oh) {
-    float* out = y + oh * g.wo;
+    T* out = y + oh * g.wo;
     std::fill(out, out + g.wo, bias);
     for (std::int64_t i = 0; i < win.kernel_h; ++i) {
       const std::int64_t ih = oh * win.stride_h - win.pad_h + i * win.dilation_h;
       if (ih < 0 || ih >= g.h) continue;
-      const float* row = x + ih * g.w;
+      const T* row = x + ih * g.w;
       for (std::int64_t j = 0; j < win.kernel_w; ++j) {
         const std::int64_t iw0 = j * win.dilation_w - win.pad_w;
         const auto [lo, hi] = inside(iw0, win.stride_w, g.w, g.wo);
-        const float wv = w[i * win.kernel_w + j];
+        const T wv = w[i * win.kernel_w + j];
         for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * row[iw0 + ow * win.stride_w];
       }
     }
   }
+}
+
+// A 1x1, stride-1, unpadded convolution: its GEMM reads the input as it is.
+bool pointwise(const Window2d& win) {
+  return win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_h == 0 &&
+         win.pad_w == 0;
 }
 
 // The phase planes of an implicit-GEMM convolution and each im2col row's window in them.
@@ -347,8 +370,9 @@ ConvState::Columns choose_columns(const Geometry& g, const ConvState& implicit, 
   return choices[best];
 }
 
-ConvScratch scratch_layout(const Geometry& g, const ConvState& state) {
-  using Columns = ConvState::Columns;
+template <class State>
+ConvScratch scratch_layout(const Geometry& g, const State& state) {
+  using Columns = ConvColumns;
   ConvScratch l;
   std::int64_t result = 0;
   switch (state.columns) {
@@ -371,7 +395,8 @@ ConvScratch scratch_layout(const Geometry& g, const ConvState& state) {
 
 // out[i] = act(src[i] + residual[i]) for i in [0, n): a folded residual add and the activation after
 // it (none when `act` is inactive). `out` may be `src`.
-void add_residual(float* out, const float* src, const float* residual, std::int64_t n, const Epilogue& act) {
+template <class T>
+void add_residual(T* out, const T* src, const T* residual, std::int64_t n, const Epilogue& act) {
   if (act.active && act.fn == UnaryFn::relu) {  // ResNet's: one vectorised pass
     for (std::int64_t i = 0; i < n; ++i) out[i] = math::apply_unary(UnaryFn::relu, src[i] + residual[i], act.params);
     return;
@@ -388,7 +413,8 @@ struct NormFold {
   std::vector<double> scale, shift;
 };
 
-Result<NormFold> fold_norm(const ConvArgs<float>& a, std::int64_t channels) {
+template <class T>
+Result<NormFold> fold_norm(const ConvArgs<T>& a, std::int64_t channels) {
   NormFold fold;
   for (std::int64_t o = 0; o < channels; ++o) {
     const double var = a.norm_var.data[o];
@@ -406,37 +432,11 @@ Result<NormFold> fold_norm(const ConvArgs<float>& a, std::int64_t channels) {
   return fold;
 }
 
-}  // namespace
-
-Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& args, CpuContext& cpu) {
-  using Columns = ConvState::Columns;
-  const Geometry g = geometry(args);
-  const Window2d& win = args.window;
-  ConvState state;
-  state.depthwise = g.cg == 1 && g.groups > 1;
-  // The weights as the kernel reads them: scaled per output channel by a folded BatchNorm.
-  const float* weights = args.weight.data;
-  std::vector<float> scaled;
-  if (args.norm_mean.data != nullptr) {
-    auto fold = fold_norm(args, g.o);
-    if (!fold) return std::move(fold).error();
-    const std::int64_t per_channel = g.o == 0 ? 0 : args.weight.numel() / g.o;
-    scaled.resize(static_cast<std::size_t>(args.weight.numel()));
-    for (std::int64_t o = 0; o < g.o; ++o) {
-      const double scale = fold->scale[static_cast<std::size_t>(o)];
-      for (std::int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i) {
-        scaled[static_cast<std::size_t>(i)] = static_cast<float>(weights[i] * scale);
-      }
-      state.folded_bias.push_back(static_cast<float>(fold->shift[static_cast<std::size_t>(o)]));
-    }
-    weights = scaled.data();
-  }
-  if (state.depthwise) {
-    state.folded_weight = std::move(scaled);
-    return state;
-  }
-  if (win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_h == 0 &&
-      win.pad_w == 0) {
+// f32: how the columns are made, chosen by cost, and the weights packed for it.
+Result<ConvState> plan_packed(const Geometry& g, const Window2d& win, const float* weights, ConvState state,
+                              CpuContext& cpu) {
+  using Columns = ConvColumns;
+  if (pointwise(win)) {
     state.columns = Columns::input;
   } else {
     plan_phases(g, win, state);
@@ -470,14 +470,14 @@ Result<ConvState> prepare_kernel(const conv_op<float>&, const ConvArgs<float>& a
   return state;
 }
 
-void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) {
-  using Columns = ConvState::Columns;
+// f32, not depthwise: the GEMMs on packed weights, with the columns made as prepared.
+void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) {
+  using Columns = ConvColumns;
   const Geometry g = geometry(args);
   const Window2d& win = args.window;
   const float* x = args.x.data;
   // nullptr without bias; a folded BatchNorm's shift replaces it
   const float* bias = state.folded_bias.empty() ? args.bias.data : state.folded_bias.data();
-  const float* depthwise_weights = state.folded_weight.empty() ? args.weight.data : state.folded_weight.data();
   float* y = args.y.data;
   // A folded residual add: the sum, then the activation, where each part of y is finished (the
   // GEMM's own epilogue then stops at the bias).
@@ -487,28 +487,11 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   };
   cpu::ThreadPool& pool = cpu.pool();
 
-  if (state.depthwise) {
-    const std::int64_t khw = win.kernel_h * win.kernel_w;
-    parallel_chunks(cpu, g.n * g.o, g.p * khw, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t plane = begin; plane < end; ++plane) {
-        const std::int64_t n = plane / g.o;
-        const std::int64_t o = plane % g.o;
-        const float* in = x + (n * g.c + o / g.og) * g.h * g.w;
-        depthwise_plane(in, depthwise_weights + o * khw, bias != nullptr ? bias[o] : 0.0f, y + plane * g.p, g, win);
-        if (residual != nullptr) add_residual_to(y + plane * g.p, g.p);
-      }
-    });
-    if (args.epilogue.active && residual == nullptr) {
-      apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
-    }
-    return;
-  }
-
   const Columns mode = state.columns;
   cpu::Epilogue epilogue;
   epilogue.bias_axis = mode == Columns::transposed ? cpu::BiasAxis::column : cpu::BiasAxis::row;
   const bool fused = residual == nullptr && gemm_activation(args.epilogue, epilogue.activation);
-  epilogue.slope = args.epilogue.params.alpha;
+  epilogue.slope = static_cast<float>(args.epilogue.params.alpha);
   const ConvScratch& layout = state.scratch;
   const std::int64_t qw = state.phases.qw;
   // Task t is image t / groups, group t % groups.
@@ -639,19 +622,134 @@ void run_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& s
   if (!fused && residual == nullptr) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
 }
 
+// f64 (not depthwise): each (image, group) GEMM on the input itself (1x1) or on its im2col matrix,
+// one after the other, each spread over the threads by dgemm.
+template <CpuReal T>
+void run_unpacked(const ConvArgs<T>& args, const ConvStateOf<T>& state, CpuContext& cpu) {
+  const Geometry g = geometry(args);
+  const T* weights = state.folded_weight.empty() ? args.weight.data : state.folded_weight.data();
+  const T* bias = state.folded_bias.empty() ? args.bias.data : state.folded_bias.data();
+  const T* residual = args.residual.data;
+  cpu::GemmEpilogue<T> epilogue;
+  epilogue.bias_axis = cpu::BiasAxis::row;
+  // With a folded residual add, the activation comes after it.
+  const bool fused = residual == nullptr && gemm_activation(args.epilogue, epilogue.activation);
+  epilogue.slope = static_cast<T>(args.epilogue.params.alpha);
+  T* cols = cpu.scratch_as<T>(0);
+  const auto og = static_cast<std::size_t>(g.og);
+  const auto k = static_cast<std::size_t>(g.k);
+  const auto p = static_cast<std::size_t>(g.p);
+  for (std::int64_t t = 0; t < g.n * g.groups; ++t) {  // image t / groups, group t % groups
+    const std::int64_t group = t % g.groups;
+    const T* in = args.x.data + ((t / g.groups) * g.c + group * g.cg) * g.h * g.w;
+    T* out = args.y.data + ((t / g.groups) * g.o + group * g.og) * g.p;
+    if (state.columns == ConvColumns::im2col) {
+      im2col(in, g, args.window, cols, 0, g.k);
+      in = cols;
+    }
+    cpu::GemmEpilogue<T> e = epilogue;
+    e.bias = bias != nullptr ? bias + group * g.og : nullptr;
+    cpu::gemm({og, p, k}, weights + group * g.og * g.k, k, false, in, p, false, out, p, e, cpu.pool());
+    if (residual != nullptr) add_residual(out, out, residual + (out - args.y.data), g.og * g.p, args.epilogue);
+  }
+  if (!fused && residual == nullptr) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
+}
+
+}  // namespace
+
+template <CpuReal T>
+Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args, CpuContext& cpu) {
+  const Geometry g = geometry(args);
+  const Window2d& win = args.window;
+  ConvStateOf<T> state;
+  state.depthwise = g.cg == 1 && g.groups > 1;
+  // The weights as the kernel reads them: scaled per output channel by a folded BatchNorm.
+  const T* weights = args.weight.data;
+  std::vector<T> scaled;
+  if (args.norm_mean.data != nullptr) {
+    auto fold = fold_norm(args, g.o);
+    if (!fold) return std::move(fold).error();
+    const std::int64_t per_channel = g.o == 0 ? 0 : args.weight.numel() / g.o;
+    scaled.resize(static_cast<std::size_t>(args.weight.numel()));
+    for (std::int64_t o = 0; o < g.o; ++o) {
+      const double scale = fold->scale[static_cast<std::size_t>(o)];
+      for (std::int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i) {
+        scaled[static_cast<std::size_t>(i)] = static_cast<T>(weights[i] * scale);
+      }
+      state.folded_bias.push_back(static_cast<T>(fold->shift[static_cast<std::size_t>(o)]));
+    }
+    weights = scaled.data();
+  }
+  if (state.depthwise) {
+    state.folded_weight = std::move(scaled);
+    return state;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    return plan_packed(g, win, weights, std::move(state), cpu);
+  } else {
+    // The GEMMs read the (scaled) weights as they are, and the input or its im2col matrix.
+    state.folded_weight = std::move(scaled);
+    state.columns = pointwise(win) ? ConvColumns::input : ConvColumns::im2col;
+    state.scratch = scratch_layout(g, state);
+    if (!cpu.reserve_scratch(static_cast<std::size_t>(state.scratch.total) * sizeof(T))) {
+      return fail(Errc::out_of_memory, "cannot allocate ", state.scratch.total, " elements of convolution scratch");
+    }
+    return state;
+  }
+}
+
+template <CpuReal T>
+void run_kernel(const conv_op<T>&, const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu) {
+  if (!state.depthwise) {
+    if constexpr (std::is_same_v<T, float>) {
+      run_packed(args, state, cpu);
+    } else {
+      run_unpacked(args, state, cpu);
+    }
+    return;
+  }
+  // Depthwise: one direct loop per output plane.
+  const Geometry g = geometry(args);
+  const Window2d& win = args.window;
+  const T* x = args.x.data;
+  // nullptr without bias; a folded BatchNorm's shift replaces it
+  const T* bias = state.folded_bias.empty() ? args.bias.data : state.folded_bias.data();
+  const T* weights = state.folded_weight.empty() ? args.weight.data : state.folded_weight.data();
+  T* y = args.y.data;
+  const T* residual = args.residual.data;  // a folded residual add, then the activation
+  const std::int64_t khw = win.kernel_h * win.kernel_w;
+  parallel_chunks(cpu, g.n * g.o, g.p * khw, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t plane = begin; plane < end; ++plane) {
+      const std::int64_t n = plane / g.o;
+      const std::int64_t o = plane % g.o;
+      const T* in = x + (n * g.c + o / g.og) * g.h * g.w;
+      T* out = y + plane * g.p;
+      depthwise_plane(in, weights + o * khw, bias != nullptr ? bias[o] : T(0), out, g, win);
+      if (residual != nullptr) add_residual(out, out, residual + plane * g.p, g.p, args.epilogue);
+    }
+  });
+  if (args.epilogue.active && residual == nullptr) {
+    apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
+  }
+}
+
 #if TEENY_TRAINING
-Result<void> refresh_kernel(const conv_op<float>&, const ConvArgs<float>& args, ConvState& state, CpuContext&) {
+template <CpuReal T>
+Result<void> refresh_kernel(const conv_op<T>&, const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext&) {
   if (args.norm_mean.data != nullptr) {
     return fail(Errc::unsupported, "a convolution with a folded BatchNorm cannot take new weights");
   }
-  if (state.depthwise) return ok();  // the direct kernel reads the weights as they are
-  const Geometry g = geometry(args);
-  const bool transposed = state.columns == ConvState::Columns::transposed;
-  for (std::int64_t group = 0; group < g.groups; ++group) {
-    const float* w = args.weight.data + group * g.og * g.k;
-    if (!cpu::repack(state.weights[static_cast<std::size_t>(group)], w, static_cast<std::size_t>(g.k), transposed) &&
-        g.og * g.k != 0) {
-      return fail(Errc::internal, "the packed weight of group ", group, " was lost before it could be refreshed");
+  // The direct kernel and the f64 GEMMs read the weights as they are: only packed ones are refilled.
+  if constexpr (std::is_same_v<T, float>) {
+    if (state.depthwise) return ok();
+    const Geometry g = geometry(args);
+    const bool transposed = state.columns == ConvColumns::transposed;
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      const float* w = args.weight.data + group * g.og * g.k;
+      if (!cpu::repack(state.weights[static_cast<std::size_t>(group)], w, static_cast<std::size_t>(g.k), transposed) &&
+          g.og * g.k != 0) {
+        return fail(Errc::internal, "the packed weight of group ", group, " was lost before it could be refreshed");
+      }
     }
   }
   return ok();
@@ -660,17 +758,18 @@ Result<void> refresh_kernel(const conv_op<float>&, const ConvArgs<float>& args, 
 namespace {
 // The im2col matrix of one image's group: cols[(c * kh + i) * kw + j][oh * Wo + ow] is the input at
 // (c, oh * sh - ph + i * dh, ow * sw - pw + j * dw), zero outside it.
-void im2col_group(const float* x, const Geometry& g, const Window2d& win, float* cols) {
+template <class T>
+void im2col_group(const T* x, const Geometry& g, const Window2d& win, T* cols) {
   for (std::int64_t c = 0; c < g.cg; ++c) {
     for (std::int64_t i = 0; i < win.kernel_h; ++i) {
       for (std::int64_t j = 0; j < win.kernel_w; ++j) {
-        float* row = cols + ((c * win.kernel_h + i) * win.kernel_w + j) * g.p;
+        T* row = cols + ((c * win.kernel_h + i) * win.kernel_w + j) * g.p;
         for (std::int64_t oh = 0; oh < g.ho; ++oh) {
           const std::int64_t ih = oh * win.stride_h - win.pad_h + i * win.dilation_h;
           for (std::int64_t ow = 0; ow < g.wo; ++ow) {
             const std::int64_t iw = ow * win.stride_w - win.pad_w + j * win.dilation_w;
             const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
-            row[oh * g.wo + ow] = inside ? x[(c * g.h + ih) * g.w + iw] : 0.0f;
+            row[oh * g.wo + ow] = inside ? x[(c * g.h + ih) * g.w + iw] : T(0);
           }
         }
       }
@@ -679,11 +778,12 @@ void im2col_group(const float* x, const Geometry& g, const Window2d& win, float*
 }
 
 // The transpose of im2col_group: dx += each column entry at the input position it was read from.
-void col2im_group(const float* cols, const Geometry& g, const Window2d& win, float* dx) {
+template <class T>
+void col2im_group(const T* cols, const Geometry& g, const Window2d& win, T* dx) {
   for (std::int64_t c = 0; c < g.cg; ++c) {
     for (std::int64_t i = 0; i < win.kernel_h; ++i) {
       for (std::int64_t j = 0; j < win.kernel_w; ++j) {
-        const float* row = cols + ((c * win.kernel_h + i) * win.kernel_w + j) * g.p;
+        const T* row = cols + ((c * win.kernel_h + i) * win.kernel_w + j) * g.p;
         for (std::int64_t oh = 0; oh < g.ho; ++oh) {
           const std::int64_t ih = oh * win.stride_h - win.pad_h + i * win.dilation_h;
           if (ih < 0 || ih >= g.h) continue;
@@ -698,47 +798,51 @@ void col2im_group(const float* cols, const Geometry& g, const Window2d& win, flo
 }
 }  // namespace
 
-Result<NoState> prepare_backward_kernel(const conv_op<float>&, const ConvBackwardArgs<float>& args, CpuContext& cpu) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const conv_op<T>&, const ConvBackwardArgs<T>& args, CpuContext& cpu) {
   const Geometry g = geometry(args.forward);
   // The im2col matrix and its gradient, one image's group at a time.
-  if (!cpu.reserve_scratch(static_cast<std::size_t>(2 * g.k * g.p) * sizeof(float))) {
-    return fail(Errc::out_of_memory, "cannot allocate ", 2 * g.k * g.p, " floats of convolution backward scratch");
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(2 * g.k * g.p) * sizeof(T))) {
+    return fail(Errc::out_of_memory, "cannot allocate ", 2 * g.k * g.p, " elements of convolution backward scratch");
   }
-  const auto og = static_cast<std::size_t>(g.og);
-  const auto k = static_cast<std::size_t>(g.k);
-  const auto p = static_cast<std::size_t>(g.p);
-  const std::size_t bytes = std::max(cpu::gemm_workspace_bytes({og, k, p}, false, false),
-                                     cpu::gemm_workspace_bytes({k, p, og}, false, false));
-  if (!cpu.reserve_gemm_workspace(bytes)) return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
+  if constexpr (std::is_same_v<T, float>) {  // dgemm needs no workspace
+    const auto og = static_cast<std::size_t>(g.og);
+    const auto k = static_cast<std::size_t>(g.k);
+    const auto p = static_cast<std::size_t>(g.p);
+    const std::size_t bytes = std::max(cpu::gemm_workspace_bytes({og, k, p}, false, false),
+                                       cpu::gemm_workspace_bytes({k, p, og}, false, false));
+    if (!cpu.reserve_gemm_workspace(bytes)) return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
+  }
   return NoState{};
 }
 
-void run_backward_kernel(const conv_op<float>&, const ConvBackwardArgs<float>& args, NoState&, CpuContext& cpu) {
-  const ConvArgs<float>& f = args.forward;
+template <CpuReal T>
+void run_backward_kernel(const conv_op<T>&, const ConvBackwardArgs<T>& args, NoState&, CpuContext& cpu) {
+  const ConvArgs<T>& f = args.forward;
   epilogue_backward(f.epilogue, args.dy, f.y, cpu);  // dy now holds dz, before the activation
   const Geometry g = geometry(f);
   const Window2d& win = f.window;
   const auto og = static_cast<std::size_t>(g.og);
   const auto k = static_cast<std::size_t>(g.k);
   const auto p = static_cast<std::size_t>(g.p);
-  float* cols = cpu.scratch(0);  // this thread's; the GEMMs' workers read it
-  float* dcols = cols + g.k * g.p;
-  cpu::Epilogue accumulate;
+  T* cols = cpu.scratch_as<T>(0);  // this thread's; the GEMMs' workers read it
+  T* dcols = cols + g.k * g.p;
+  cpu::GemmEpilogue<T> accumulate;
   accumulate.accumulate = true;
-  const cpu::Epilogue overwrite;
+  const cpu::GemmEpilogue<T> overwrite;
   for (std::int64_t n = 0; n < g.n; ++n) {
-    const float* dz = args.dy.data + n * g.o * g.p;
+    const T* dz = args.dy.data + n * g.o * g.p;
     for (std::int64_t group = 0; group < g.groups; ++group) {
-      const float* dz_g = dz + group * g.og * g.p;
-      const float* x_g = f.x.data + (n * g.c + group * g.cg) * g.h * g.w;
+      const T* dz_g = dz + group * g.og * g.p;
+      const T* x_g = f.x.data + (n * g.c + group * g.cg) * g.h * g.w;
       if (args.dweight.data != nullptr) {  // dW_g[og, K] += dz_g[og, P] cols^T[P, K]
         im2col_group(x_g, g, win, cols);
-        cpu::sgemm({og, k, p}, dz_g, p, false, cols, p, true, args.dweight.data + group * g.og * g.k, k, accumulate,
-                   cpu.pool());
+        cpu::gemm({og, k, p}, dz_g, p, false, cols, p, true, args.dweight.data + group * g.og * g.k, k, accumulate,
+                  cpu.pool());
       }
       if (args.dx.data != nullptr) {  // dcols[K, P] = W_g^T[K, og] dz_g[og, P], then col2im
-        cpu::sgemm({k, p, og}, f.weight.data + group * g.og * g.k, k, true, dz_g, p, false, dcols, p, overwrite,
-                   cpu.pool());
+        cpu::gemm({k, p, og}, f.weight.data + group * g.og * g.k, k, true, dz_g, p, false, dcols, p, overwrite,
+                  cpu.pool());
         col2im_group(dcols, g, win, args.dx.data + (n * g.c + group * g.cg) * g.h * g.w);
       }
     }
@@ -746,11 +850,29 @@ void run_backward_kernel(const conv_op<float>&, const ConvBackwardArgs<float>& a
       for (std::int64_t o = 0; o < g.o; ++o) {
         double sum = 0;
         for (std::int64_t i = 0; i < g.p; ++i) sum += dz[o * g.p + i];
-        args.dbias.data[o] += static_cast<float>(sum);
+        args.dbias.data[o] += static_cast<T>(sum);
       }
     }
   }
 }
 #endif
+
+// Every kernel above compiled here, once per element type: importers call these instances.
+#define TEENY_CPU_INSTANCES(T)                                                                        \
+  template Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>&, CpuContext&); \
+  template void run_kernel(const conv_op<T>&, const ConvArgs<T>&, ConvStateOf<T>&, CpuContext&);      \
+  TEENY_CPU_BACKWARD_INSTANCES(T)
+#if TEENY_TRAINING
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                         \
+  template Result<void> refresh_kernel(const conv_op<T>&, const ConvArgs<T>&, ConvStateOf<T>&, CpuContext&);    \
+  template Result<NoState> prepare_backward_kernel(const conv_op<T>&, const ConvBackwardArgs<T>&, CpuContext&); \
+  template void run_backward_kernel(const conv_op<T>&, const ConvBackwardArgs<T>&, NoState&, CpuContext&);
+#else
+#define TEENY_CPU_BACKWARD_INSTANCES(T)
+#endif
+TEENY_CPU_INSTANCES(float)
+TEENY_CPU_INSTANCES(double)
+#undef TEENY_CPU_INSTANCES
+#undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny

@@ -4,6 +4,7 @@ module;
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"
@@ -17,36 +18,51 @@ import :context;
 
 export namespace teeny {
 
-Result<NoState> prepare_kernel(const unary_op<float>& op, const UnaryArgs<float>& args, CpuContext& cpu);
-void run_kernel(const unary_op<float>& op, const UnaryArgs<float>& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_kernel(const binary_op<float>& op, const BinaryArgs<float>& args, CpuContext& cpu);
-void run_kernel(const binary_op<float>& op, const BinaryArgs<float>& args, NoState& state, CpuContext& cpu);
+// Each kernel is a template over the element type, compiled here for float and double (the
+// explicit instantiations at the end): importers call those instances, they compile none.
+template <CpuReal T>
+Result<NoState> prepare_kernel(const unary_op<T>& op, const UnaryArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const unary_op<T>& op, const UnaryArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const binary_op<T>& op, const BinaryArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const binary_op<T>& op, const BinaryArgs<T>& args, NoState& state, CpuContext& cpu);
 
-Result<NoState> prepare_kernel(const dropout_op<float>& op, const DropoutArgs<float>& args, CpuContext& cpu);
-void run_kernel(const dropout_op<float>& op, const DropoutArgs<float>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const dropout_op<T>& op, const DropoutArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const dropout_op<T>& op, const DropoutArgs<T>& args, NoState& state, CpuContext& cpu);
 
 #if TEENY_TRAINING
-Result<NoState> prepare_backward_kernel(const unary_op<float>& op, const InputGradArgs<UnaryArgs<float>, float>& args,
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const unary_op<T>& op, const InputGradArgs<UnaryArgs<T>, T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const unary_op<float>& op, const InputGradArgs<UnaryArgs<float>, float>& args, NoState& state,
+template <CpuReal T>
+void run_backward_kernel(const unary_op<T>& op, const InputGradArgs<UnaryArgs<T>, T>& args, NoState& state,
                          CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const binary_op<float>& op, const BinaryBackwardArgs<float>& args,
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const binary_op<T>& op, const BinaryBackwardArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const binary_op<T>& op, const BinaryBackwardArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const dropout_op<T>& op, const InputGradArgs<DropoutArgs<T>, T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const binary_op<float>& op, const BinaryBackwardArgs<float>& args, NoState& state,
+template <CpuReal T>
+void run_backward_kernel(const dropout_op<T>& op, const InputGradArgs<DropoutArgs<T>, T>& args, NoState& state,
                          CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const dropout_op<float>& op,
-                                        const InputGradArgs<DropoutArgs<float>, float>& args, CpuContext& cpu);
-void run_backward_kernel(const dropout_op<float>& op, const InputGradArgs<DropoutArgs<float>, float>& args,
-                         NoState& state, CpuContext& cpu);
 
 /// dy *= act'(y) elementwise (contiguous views of one shape): the gradient before a fused
-/// activation `e`, from its output. Nothing when `e` is inactive.
-void epilogue_backward(const Epilogue& e, const TensorView<float>& dy, const TensorView<const float>& y,
+/// activation `e`, from its output. Nothing when `e` is inactive. T is deduced from dy alone, so
+/// that y may be passed as a TensorView<T>.
+template <CpuReal T>
+void epilogue_backward(const Epilogue& e, const TensorView<T>& dy, const TensorView<const std::type_identity_t<T>>& y,
                        CpuContext& cpu);
 #endif
 
 /// y = fn(y) over a contiguous view, in parallel chunks.
-void apply_unary_inplace(const TensorView<float>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu);
+template <CpuReal T>
+void apply_unary_inplace(const TensorView<T>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu);
 
 /// The GEMM epilogue activation for `e` (none when inactive); false when the GEMM has no such
 /// activation, and the caller applies it afterwards (apply_unary_inplace).
@@ -97,22 +113,23 @@ void with_binary(BinaryFn fn, Body&& body) {
 
 // y[j] = F(a[j * sa], b[j * sb]) for j < n; the unit-stride and broadcast (stride 0) cases get
 // loops of their own so that they vectorise.
-template <BinaryFn F>
-void binary_row(const float* a, std::int64_t sa, const float* b, std::int64_t sb, float* y, std::int64_t n) {
+template <BinaryFn F, class T>
+void binary_row(const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* y, std::int64_t n) {
   if (sa == 1 && sb == 1) {
     for (std::int64_t j = 0; j < n; ++j) y[j] = math::apply_binary(F, a[j], b[j]);
   } else if (sa == 1 && sb == 0) {
-    const float bv = *b;
+    const T bv = *b;
     for (std::int64_t j = 0; j < n; ++j) y[j] = math::apply_binary(F, a[j], bv);
   } else if (sa == 0 && sb == 1) {
-    const float av = *a;
+    const T av = *a;
     for (std::int64_t j = 0; j < n; ++j) y[j] = math::apply_binary(F, av, b[j]);
   } else {
     for (std::int64_t j = 0; j < n; ++j) y[j] = math::apply_binary(F, a[j * sa], b[j * sb]);
   }
 }
 
-void unary_map(const float* x, float* y, std::int64_t n, UnaryFn fn, UnaryParams params, CpuContext& cpu) {
+template <class T>
+void unary_map(const T* x, T* y, std::int64_t n, UnaryFn fn, UnaryParams params, CpuContext& cpu) {
   const auto tasks = static_cast<std::size_t>((n + chunk - 1) / chunk);
   with_unary(fn, [&]<UnaryFn F>() {
     cpu.pool().parallel_for(tasks, [&](std::size_t task) {
@@ -124,7 +141,8 @@ void unary_map(const float* x, float* y, std::int64_t n, UnaryFn fn, UnaryParams
 }
 }  // namespace
 
-void apply_unary_inplace(const TensorView<float>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu) {
+template <CpuReal T>
+void apply_unary_inplace(const TensorView<T>& y, UnaryFn fn, UnaryParams params, CpuContext& cpu) {
   unary_map(y.data, y.data, y.numel(), fn, params, cpu);
 }
 
@@ -145,15 +163,23 @@ bool gemm_activation(const Epilogue& e, cpu::Activation& out) {
   }
 }
 
-Result<NoState> prepare_kernel(const unary_op<float>&, const UnaryArgs<float>&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const unary_op<T>&, const UnaryArgs<T>&, CpuContext&) {
+  return NoState{};
+}
 
-void run_kernel(const unary_op<float>&, const UnaryArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const unary_op<T>&, const UnaryArgs<T>& args, NoState&, CpuContext& cpu) {
   unary_map(args.x.data, args.y.data, args.y.numel(), args.fn, args.params, cpu);
 }
 
-Result<NoState> prepare_kernel(const binary_op<float>&, const BinaryArgs<float>&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const binary_op<T>&, const BinaryArgs<T>&, CpuContext&) {
+  return NoState{};
+}
 
-void run_kernel(const binary_op<float>&, const BinaryArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const binary_op<T>&, const BinaryArgs<T>& args, NoState&, CpuContext& cpu) {
   // y is contiguous; a and b are read through broadcast strides. Rows of the last dim are the unit
   // of work: each task finds its rows' starting offsets in a and b, then runs along the row.
   const ConcreteShape& shape = args.y.shape;
@@ -173,7 +199,7 @@ void run_kernel(const binary_op<float>&, const BinaryArgs<float>& args, NoState&
   auto activate = [&](std::int64_t begin, std::int64_t end) {
     if (!args.epilogue.active) return;
     with_unary(args.epilogue.fn, [&]<UnaryFn A>() {
-      float* y = args.y.data;
+      T* y = args.y.data;
       for (std::int64_t i = begin; i < end; ++i) y[i] = math::apply_unary(A, y[i], args.epilogue.params);
     });
   };
@@ -206,50 +232,55 @@ void run_kernel(const binary_op<float>&, const BinaryArgs<float>& args, NoState&
   });
 }
 
-Result<NoState> prepare_kernel(const dropout_op<float>&, const DropoutArgs<float>&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const dropout_op<T>&, const DropoutArgs<T>&, CpuContext&) {
+  return NoState{};
+}
 
-void run_kernel(const dropout_op<float>&, const DropoutArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const dropout_op<T>&, const DropoutArgs<T>& args, NoState&, CpuContext& cpu) {
   const std::int64_t n = args.y.numel();
   const RunPhase phase = cpu.phase();
   const bool active = phase.training && args.p > 0;
   // p = 1 drops everything (PyTorch's output is then all zeros, not a division by zero).
-  const float scale = args.p < 1 ? static_cast<float>(1.0 / (1.0 - args.p)) : 0.0f;
+  const T scale = args.p < 1 ? static_cast<T>(1.0 / (1.0 - args.p)) : T(0);
   parallel_chunks(cpu, n, 1, [&](std::int64_t begin, std::int64_t end) {
-    const float* x = args.x.data;
-    float* y = args.y.data;
+    const T* x = args.x.data;
+    T* y = args.y.data;
     if (!active) {
       for (std::int64_t i = begin; i < end; ++i) y[i] = x[i];
       return;
     }
     for (std::int64_t i = begin; i < end; ++i) {
       const bool keep = math::dropout_keeps(args.p, phase.seed, phase.step, args.stream, static_cast<std::uint64_t>(i));
-      y[i] = keep ? x[i] * scale : 0.0f;
+      y[i] = keep ? x[i] * scale : T(0);
     }
   });
 }
 
 #if TEENY_TRAINING
-void epilogue_backward(const Epilogue& e, const TensorView<float>& dy, const TensorView<const float>& y,
+template <CpuReal T>
+void epilogue_backward(const Epilogue& e, const TensorView<T>& dy, const TensorView<const std::type_identity_t<T>>& y,
                        CpuContext& cpu) {
   if (!e.active) return;
   with_unary(e.fn, [&]<UnaryFn A>() {
     parallel_chunks(cpu, dy.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
-      float* __restrict g = dy.data;
-      const float* __restrict v = y.data;
+      T* __restrict g = dy.data;
+      const T* __restrict v = y.data;
       for (std::int64_t i = begin; i < end; ++i) g[i] *= math::unary_derivative_from_output(A, v[i], e.params);
     });
   });
 }
 
-Result<NoState> prepare_backward_kernel(const unary_op<float>&, const InputGradArgs<UnaryArgs<float>, float>&,
-                                        CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const unary_op<T>&, const InputGradArgs<UnaryArgs<T>, T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const unary_op<float>&, const InputGradArgs<UnaryArgs<float>, float>& g, NoState&,
-                         CpuContext& cpu) {
+template <CpuReal T>
+void run_backward_kernel(const unary_op<T>&, const InputGradArgs<UnaryArgs<T>, T>& g, NoState&, CpuContext& cpu) {
   if (g.dx.data == nullptr) return;
-  const UnaryArgs<float>& f = g.forward;
+  const UnaryArgs<T>& f = g.forward;
   with_unary(f.fn, [&]<UnaryFn F>() {
     parallel_chunks(cpu, g.dy.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) {
@@ -259,20 +290,22 @@ void run_backward_kernel(const unary_op<float>&, const InputGradArgs<UnaryArgs<f
   });
 }
 
-Result<NoState> prepare_backward_kernel(const binary_op<float>&, const BinaryBackwardArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const binary_op<T>&, const BinaryBackwardArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const binary_op<float>&, const BinaryBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
-  const BinaryArgs<float>& f = g.forward;
+template <CpuReal T>
+void run_backward_kernel(const binary_op<T>&, const BinaryBackwardArgs<T>& g, NoState&, CpuContext& cpu) {
+  const BinaryArgs<T>& f = g.forward;
   epilogue_backward(f.epilogue, g.dy, f.y, cpu);
   const ConcreteShape& shape = f.y.shape;
   const std::size_t rank = shape.rank();
   const std::int64_t numel = shape.numel();
   // The partials read fn(a, b), which y holds unless an activation was fused after it.
   const auto partials = [&](std::int64_t i, std::int64_t oa, std::int64_t ob) {
-    const float a = f.a.data[oa];
-    const float b = f.b.data[ob];
+    const T a = f.a.data[oa];
+    const T b = f.b.data[ob];
     return math::binary_partials(f.fn, a, b, f.epilogue.active ? math::apply_binary(f.fn, a, b) : f.y.data[i]);
   };
   // Operands of y's own shape (a residual add): independent elements, in parallel.
@@ -307,18 +340,18 @@ void run_backward_kernel(const binary_op<float>&, const BinaryBackwardArgs<float
   }
 }
 
-Result<NoState> prepare_backward_kernel(const dropout_op<float>&, const InputGradArgs<DropoutArgs<float>, float>&,
-                                        CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const dropout_op<T>&, const InputGradArgs<DropoutArgs<T>, T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const dropout_op<float>&, const InputGradArgs<DropoutArgs<float>, float>& g, NoState&,
-                         CpuContext& cpu) {
+template <CpuReal T>
+void run_backward_kernel(const dropout_op<T>&, const InputGradArgs<DropoutArgs<T>, T>& g, NoState&, CpuContext& cpu) {
   if (g.dx.data == nullptr) return;
   const RunPhase phase = cpu.phase();
   const double p = g.forward.p;
   const bool active = phase.training && p > 0;
-  const float scale = p < 1 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   parallel_chunks(cpu, g.dy.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       if (!active) {
@@ -330,5 +363,35 @@ void run_backward_kernel(const dropout_op<float>&, const InputGradArgs<DropoutAr
   });
 }
 #endif
+
+// Every kernel above compiled here, once per element type: importers call these instances.
+#define TEENY_CPU_INSTANCES(T)                                                                       \
+  template Result<NoState> prepare_kernel(const unary_op<T>&, const UnaryArgs<T>&, CpuContext&);     \
+  template void run_kernel(const unary_op<T>&, const UnaryArgs<T>&, NoState&, CpuContext&);          \
+  template Result<NoState> prepare_kernel(const binary_op<T>&, const BinaryArgs<T>&, CpuContext&);   \
+  template void run_kernel(const binary_op<T>&, const BinaryArgs<T>&, NoState&, CpuContext&);        \
+  template Result<NoState> prepare_kernel(const dropout_op<T>&, const DropoutArgs<T>&, CpuContext&); \
+  template void run_kernel(const dropout_op<T>&, const DropoutArgs<T>&, NoState&, CpuContext&);      \
+  template void apply_unary_inplace(const TensorView<T>&, UnaryFn, UnaryParams, CpuContext&);        \
+  TEENY_CPU_BACKWARD_INSTANCES(T)
+#if TEENY_TRAINING
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                                \
+  template Result<NoState> prepare_backward_kernel(const unary_op<T>&, const InputGradArgs<UnaryArgs<T>, T>&,          \
+                                                   CpuContext&);                                                       \
+  template void run_backward_kernel(const unary_op<T>&, const InputGradArgs<UnaryArgs<T>, T>&, NoState&, CpuContext&); \
+  template Result<NoState> prepare_backward_kernel(const binary_op<T>&, const BinaryBackwardArgs<T>&, CpuContext&);    \
+  template void run_backward_kernel(const binary_op<T>&, const BinaryBackwardArgs<T>&, NoState&, CpuContext&);         \
+  template Result<NoState> prepare_backward_kernel(const dropout_op<T>&, const InputGradArgs<DropoutArgs<T>, T>&,      \
+                                                   CpuContext&);                                                       \
+  template void run_backward_kernel(const dropout_op<T>&, const InputGradArgs<DropoutArgs<T>, T>&, NoState&,           \
+                                    CpuContext&);                                                                      \
+  template void epilogue_backward(const Epilogue&, const TensorView<T>&, const TensorView<const T>&, CpuContext&);
+#else
+#define TEENY_CPU_BACKWARD_INSTANCES(T)
+#endif
+TEENY_CPU_INSTANCES(float)
+TEENY_CPU_INSTANCES(double)
+#undef TEENY_CPU_INSTANCES
+#undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny

@@ -1,9 +1,10 @@
 // teeny.cpu:linear — CPU kernels of linear_op (pre-packed weight, fused bias + activation) and
-// matmul_op (batched, broadcasting) on the packed, blocked, vectorised SGEMM.
+// matmul_op (batched, broadcasting) on the packed, blocked, vectorised SGEMM; in f64, on dgemm.
 module;
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "cpu/kernels/gemm.hpp"
@@ -18,68 +19,87 @@ import :elementwise;
 export namespace teeny {
 
 struct LinearState {
-  cpu::PackedMatrix weight;  // W^T in the GEMM's layout, packed once per load
+  cpu::PackedMatrix weight;  // f32: W^T in the GEMM's layout, packed once per load; f64 reads W as it is
 };
 
-Result<LinearState> prepare_kernel(const linear_op<float>& op, const LinearArgs<float>& args, CpuContext& cpu);
-void run_kernel(const linear_op<float>& op, const LinearArgs<float>& args, LinearState& state, CpuContext& cpu);
+// Templates over the element type, compiled here for float and double (see the end of the file).
+template <CpuReal T>
+Result<LinearState> prepare_kernel(const linear_op<T>& op, const LinearArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const linear_op<T>& op, const LinearArgs<T>& args, LinearState& state, CpuContext& cpu);
 
-Result<NoState> prepare_kernel(const matmul_op<float>& op, const MatMulArgs<float>& args, CpuContext& cpu);
-void run_kernel(const matmul_op<float>& op, const MatMulArgs<float>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const matmul_op<T>& op, const MatMulArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const matmul_op<T>& op, const MatMulArgs<T>& args, NoState& state, CpuContext& cpu);
 
 #if TEENY_TRAINING
 /// After the weight changed (an optimizer step): repacks it in place, allocating nothing.
-Result<void> refresh_kernel(const linear_op<float>& op, const LinearArgs<float>& args, LinearState& state,
-                            CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& args,
-                                        CpuContext& cpu);
-void run_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& args, NoState& state,
-                         CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const matmul_op<float>& op, const MatMulBackwardArgs<float>& args,
-                                        CpuContext& cpu);
-void run_backward_kernel(const matmul_op<float>& op, const MatMulBackwardArgs<float>& args, NoState& state,
-                         CpuContext& cpu);
+template <CpuReal T>
+Result<void> refresh_kernel(const linear_op<T>& op, const LinearArgs<T>& args, LinearState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const linear_op<T>& op, const LinearBackwardArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const linear_op<T>& op, const LinearBackwardArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const matmul_op<T>& op, const MatMulBackwardArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const matmul_op<T>& op, const MatMulBackwardArgs<T>& args, NoState& state, CpuContext& cpu);
 #endif
 
 }  // namespace teeny
 
 namespace teeny {
-Result<LinearState> prepare_kernel(const linear_op<float>& op, const LinearArgs<float>& args, CpuContext& cpu) {
-  const auto in = static_cast<std::size_t>(op.attrs.in_features);
-  const auto out = static_cast<std::size_t>(op.attrs.out_features);
-  LinearState state{cpu::pack_b(in, out, args.weight.data, in, /*trans_b=*/true)};
-  if (!state.weight.ok() && in * out != 0) {
-    return fail(Errc::out_of_memory, "cannot pack the ", op.attrs.out_features, "x", op.attrs.in_features, " weight");
+template <CpuReal T>
+Result<LinearState> prepare_kernel(const linear_op<T>& op, const LinearArgs<T>& args, CpuContext& cpu) {
+  if constexpr (std::is_same_v<T, double>) {
+    return LinearState{};  // dgemm reads W in place and needs no workspace
+  } else {
+    const auto in = static_cast<std::size_t>(op.attrs.in_features);
+    const auto out = static_cast<std::size_t>(op.attrs.out_features);
+    LinearState state{cpu::pack_b(in, out, args.weight.data, in, /*trans_b=*/true)};
+    if (!state.weight.ok() && in * out != 0) {
+      return fail(Errc::out_of_memory, "cannot pack the ", op.attrs.out_features, "x", op.attrs.in_features, " weight");
+    }
+    // Whichever worker runs a tile must find its GEMM workspace allocated: size them all now.
+    const auto rows = static_cast<std::size_t>(args.x.shape[0]);
+    if (!cpu.reserve_gemm_workspace(cpu::gemm_workspace_bytes({rows, out, in}, false, true))) {
+      return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
+    }
+    return state;
   }
-  // Whichever worker runs a tile must find its GEMM workspace allocated: size them all now.
-  const auto rows = static_cast<std::size_t>(args.x.shape[0]);
-  if (!cpu.reserve_gemm_workspace(cpu::gemm_workspace_bytes({rows, out, in}, false, true))) {
-    return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
-  }
-  return state;
 }
 
-void run_kernel(const linear_op<float>& op, const LinearArgs<float>& args, LinearState& state, CpuContext& cpu) {
-  cpu::Epilogue epilogue;
+template <CpuReal T>
+void run_kernel(const linear_op<T>& op, const LinearArgs<T>& args, LinearState& state, CpuContext& cpu) {
+  cpu::GemmEpilogue<T> epilogue;
   epilogue.bias = op.attrs.bias ? args.bias.data : nullptr;
   epilogue.bias_axis = cpu::BiasAxis::column;
   const bool fused = gemm_activation(args.epilogue, epilogue.activation);
-  epilogue.slope = args.epilogue.params.alpha;
+  epilogue.slope = static_cast<T>(args.epilogue.params.alpha);
   const auto rows = static_cast<std::size_t>(args.x.shape[0]);
   const auto in = static_cast<std::size_t>(op.attrs.in_features);
   const auto out = static_cast<std::size_t>(op.attrs.out_features);
-  cpu::sgemm({rows, out, in}, args.x.data, in, false, state.weight, args.y.data, out, epilogue, cpu.pool());
+  if constexpr (std::is_same_v<T, float>) {
+    cpu::sgemm({rows, out, in}, args.x.data, in, false, state.weight, args.y.data, out, epilogue, cpu.pool());
+  } else {
+    cpu::gemm({rows, out, in}, args.x.data, in, false, args.weight.data, in, true, args.y.data, out, epilogue,
+              cpu.pool());
+  }
   if (!fused) apply_unary_inplace(args.y, args.epilogue.fn, args.epilogue.params, cpu);
 }
 
-Result<NoState> prepare_kernel(const matmul_op<float>&, const MatMulArgs<float>&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const matmul_op<T>&, const MatMulArgs<T>&, CpuContext&) {
+  return NoState{};
+}
 
 namespace {
 // Calls gemm(offset_a, offset_b, index) for every matrix of a batched matmul's output, in order:
 // index is the output matrix's, the offsets where its operands are read (batch dims broadcast
 // right-aligned: a broadcast operand is read at the same offset by several outputs).
-template <class F>
-void for_each_matrix(const TensorView<const float>& a, const TensorView<const float>& b, F gemm) {
+template <class T, class F>
+void for_each_matrix(const TensorView<const T>& a, const TensorView<const T>& b, F gemm) {
   const std::size_t ra = a.rank();
   const std::size_t rb = b.rank();
   const std::size_t batch_rank = std::max(ra, rb) - 2;
@@ -111,77 +131,85 @@ void for_each_matrix(const TensorView<const float>& a, const TensorView<const fl
 }
 }  // namespace
 
-void run_kernel(const matmul_op<float>&, const MatMulArgs<float>& args, NoState&, CpuContext& cpu) {
-  const TensorView<const float>& a = args.a;
-  const TensorView<const float>& b = args.b;
+template <CpuReal T>
+void run_kernel(const matmul_op<T>&, const MatMulArgs<T>& args, NoState&, CpuContext& cpu) {
+  const TensorView<const T>& a = args.a;
+  const TensorView<const T>& b = args.b;
   const std::size_t ra = a.rank();
   const std::size_t rb = b.rank();
   const auto n = static_cast<std::size_t>(a.shape[ra - 2]);
   const auto k = static_cast<std::size_t>(a.shape[ra - 1]);
   const auto m = static_cast<std::size_t>(b.shape[rb - 1]);
-  const cpu::Epilogue none;
+  const cpu::GemmEpilogue<T> none;
   for_each_matrix(a, b, [&](std::int64_t offset_a, std::int64_t offset_b, std::int64_t index) {
-    cpu::sgemm({n, m, k}, a.data + offset_a, static_cast<std::size_t>(a.strides[ra - 2]), false, b.data + offset_b,
-               static_cast<std::size_t>(b.strides[rb - 2]), false,
-               args.y.data + index * static_cast<std::int64_t>(n * m), m, none, cpu.pool());
+    cpu::gemm({n, m, k}, a.data + offset_a, static_cast<std::size_t>(a.strides[ra - 2]), false, b.data + offset_b,
+              static_cast<std::size_t>(b.strides[rb - 2]), false,
+              args.y.data + index * static_cast<std::int64_t>(n * m), m, none, cpu.pool());
   });
 }
 
 #if TEENY_TRAINING
-Result<void> refresh_kernel(const linear_op<float>& op, const LinearArgs<float>& args, LinearState& state,
-                            CpuContext&) {
-  const auto in = static_cast<std::size_t>(op.attrs.in_features);
-  if (!cpu::repack(state.weight, args.weight.data, in, /*trans=*/true) &&
-      op.attrs.in_features * op.attrs.out_features != 0) {
-    return fail(Errc::internal, "the packed weight was lost before it could be refreshed");
+template <CpuReal T>
+Result<void> refresh_kernel(const linear_op<T>& op, const LinearArgs<T>& args, LinearState& state, CpuContext&) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto in = static_cast<std::size_t>(op.attrs.in_features);
+    if (!cpu::repack(state.weight, args.weight.data, in, /*trans=*/true) &&
+        op.attrs.in_features * op.attrs.out_features != 0) {
+      return fail(Errc::internal, "the packed weight was lost before it could be refreshed");
+    }
   }
-  return ok();
+  return ok();  // f64: nothing packed
 }
 
-Result<NoState> prepare_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& g,
-                                        CpuContext& cpu) {
-  const auto rows = static_cast<std::size_t>(g.dy.shape[0]);
-  const auto in = static_cast<std::size_t>(op.attrs.in_features);
-  const auto out = static_cast<std::size_t>(op.attrs.out_features);
-  const std::size_t bytes = std::max(cpu::gemm_workspace_bytes({rows, in, out}, false, false),
-                                     cpu::gemm_workspace_bytes({out, in, rows}, false, false));
-  if (!cpu.reserve_gemm_workspace(bytes)) return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const linear_op<T>& op, const LinearBackwardArgs<T>& g, CpuContext& cpu) {
+  if constexpr (std::is_same_v<T, float>) {  // dgemm needs no workspace
+    const auto rows = static_cast<std::size_t>(g.dy.shape[0]);
+    const auto in = static_cast<std::size_t>(op.attrs.in_features);
+    const auto out = static_cast<std::size_t>(op.attrs.out_features);
+    const std::size_t bytes = std::max(cpu::gemm_workspace_bytes({rows, in, out}, false, false),
+                                       cpu::gemm_workspace_bytes({out, in, rows}, false, false));
+    if (!cpu.reserve_gemm_workspace(bytes)) return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
+  }
   return NoState{};
 }
 
-void run_backward_kernel(const linear_op<float>& op, const LinearBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
-  const LinearArgs<float>& f = g.forward;
+template <CpuReal T>
+void run_backward_kernel(const linear_op<T>& op, const LinearBackwardArgs<T>& g, NoState&, CpuContext& cpu) {
+  const LinearArgs<T>& f = g.forward;
   epilogue_backward(f.epilogue, g.dy, f.y, cpu);  // dy now holds dz, the gradient before the activation
   const auto rows = static_cast<std::size_t>(g.dy.shape[0]);
   const auto in = static_cast<std::size_t>(op.attrs.in_features);
   const auto out = static_cast<std::size_t>(op.attrs.out_features);
-  cpu::Epilogue accumulate;
+  cpu::GemmEpilogue<T> accumulate;
   accumulate.accumulate = true;
   // dx[rows, in] += dz[rows, out] W[out, in]
   if (g.dx.data != nullptr) {
-    cpu::sgemm({rows, in, out}, g.dy.data, out, false, f.weight.data, in, false, g.dx.data, in, accumulate, cpu.pool());
+    cpu::gemm({rows, in, out}, g.dy.data, out, false, f.weight.data, in, false, g.dx.data, in, accumulate, cpu.pool());
   }
   // dW[out, in] += dz^T x
   if (g.dweight.data != nullptr) {
-    cpu::sgemm({out, in, rows}, g.dy.data, out, true, f.x.data, in, false, g.dweight.data, in, accumulate, cpu.pool());
+    cpu::gemm({out, in, rows}, g.dy.data, out, true, f.x.data, in, false, g.dweight.data, in, accumulate, cpu.pool());
   }
   // db[out] += the column sums of dz
   if (g.dbias.data != nullptr) {
-    float* __restrict db = g.dbias.data;
+    T* __restrict db = g.dbias.data;
     for (std::size_t r = 0; r < rows; ++r) {
-      const float* __restrict dz = g.dy.data + r * out;
+      const T* __restrict dz = g.dy.data + r * out;
       for (std::size_t j = 0; j < out; ++j) db[j] += dz[j];
     }
   }
 }
 
-Result<NoState> prepare_backward_kernel(const matmul_op<float>&, const MatMulBackwardArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const matmul_op<T>&, const MatMulBackwardArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const matmul_op<float>&, const MatMulBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
-  const TensorView<const float>& a = g.forward.a;
-  const TensorView<const float>& b = g.forward.b;
+template <CpuReal T>
+void run_backward_kernel(const matmul_op<T>&, const MatMulBackwardArgs<T>& g, NoState&, CpuContext& cpu) {
+  const TensorView<const T>& a = g.forward.a;
+  const TensorView<const T>& b = g.forward.b;
   const std::size_t ra = a.rank();
   const std::size_t rb = b.rank();
   const auto n = static_cast<std::size_t>(a.shape[ra - 2]);
@@ -189,21 +217,43 @@ void run_backward_kernel(const matmul_op<float>&, const MatMulBackwardArgs<float
   const auto m = static_cast<std::size_t>(b.shape[rb - 1]);
   const auto lda = static_cast<std::size_t>(a.strides[ra - 2]);
   const auto ldb = static_cast<std::size_t>(b.strides[rb - 2]);
-  cpu::Epilogue accumulate;
+  cpu::GemmEpilogue<T> accumulate;
   accumulate.accumulate = true;
   // One output matrix at a time, in order: a broadcast operand's gradient sums deterministically.
   for_each_matrix(a, b, [&](std::int64_t offset_a, std::int64_t offset_b, std::int64_t index) {
-    const float* dy = g.dy.data + index * static_cast<std::int64_t>(n * m);
+    const T* dy = g.dy.data + index * static_cast<std::int64_t>(n * m);
     if (g.da.data != nullptr) {  // da[n, k] += dy[n, m] b^T
-      cpu::sgemm({n, k, m}, dy, m, false, b.data + offset_b, ldb, true, g.da.data + offset_a, lda, accumulate,
-                 cpu.pool());
+      cpu::gemm({n, k, m}, dy, m, false, b.data + offset_b, ldb, true, g.da.data + offset_a, lda, accumulate,
+                cpu.pool());
     }
     if (g.db.data != nullptr) {  // db[k, m] += a^T dy[n, m]
-      cpu::sgemm({k, m, n}, a.data + offset_a, lda, true, dy, m, false, g.db.data + offset_b, ldb, accumulate,
-                 cpu.pool());
+      cpu::gemm({k, m, n}, a.data + offset_a, lda, true, dy, m, false, g.db.data + offset_b, ldb, accumulate,
+                cpu.pool());
     }
   });
 }
 #endif
+
+// Every kernel above compiled here, once per element type: importers call these instances.
+#define TEENY_CPU_INSTANCES(T)                                                                         \
+  template Result<LinearState> prepare_kernel(const linear_op<T>&, const LinearArgs<T>&, CpuContext&); \
+  template void run_kernel(const linear_op<T>&, const LinearArgs<T>&, LinearState&, CpuContext&);      \
+  template Result<NoState> prepare_kernel(const matmul_op<T>&, const MatMulArgs<T>&, CpuContext&);     \
+  template void run_kernel(const matmul_op<T>&, const MatMulArgs<T>&, NoState&, CpuContext&);          \
+  TEENY_CPU_BACKWARD_INSTANCES(T)
+#if TEENY_TRAINING
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                             \
+  template Result<void> refresh_kernel(const linear_op<T>&, const LinearArgs<T>&, LinearState&, CpuContext&);       \
+  template Result<NoState> prepare_backward_kernel(const linear_op<T>&, const LinearBackwardArgs<T>&, CpuContext&); \
+  template void run_backward_kernel(const linear_op<T>&, const LinearBackwardArgs<T>&, NoState&, CpuContext&);      \
+  template Result<NoState> prepare_backward_kernel(const matmul_op<T>&, const MatMulBackwardArgs<T>&, CpuContext&); \
+  template void run_backward_kernel(const matmul_op<T>&, const MatMulBackwardArgs<T>&, NoState&, CpuContext&);
+#else
+#define TEENY_CPU_BACKWARD_INSTANCES(T)
+#endif
+TEENY_CPU_INSTANCES(float)
+TEENY_CPU_INSTANCES(double)
+#undef TEENY_CPU_INSTANCES
+#undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny

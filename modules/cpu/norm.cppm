@@ -1,6 +1,6 @@
 // teeny.cpu:norm — CPU kernels of the normalisation ops. Statistics are accumulated in double over
 // two passes (mean, then squared deviations), so f32 results match PyTorch to ~1e-7; each element
-// then goes through one float multiply-add. Batch norm folds its running statistics, weight and
+// then goes through one multiply-add in its own type. Batch norm folds its running statistics, weight and
 // bias into a per-channel scale and shift when it is prepared.
 module;
 #include <cmath>
@@ -20,45 +20,61 @@ import :elementwise;
 
 export namespace teeny {
 
-struct BatchNormState {
-  std::vector<float> scale;  // per channel; empty when the batch's own statistics are used
-  std::vector<float> shift;
+template <CpuReal T>
+struct BatchNormStateOf {
+  std::vector<T> scale;  // per channel; empty when the batch's own statistics are used
+  std::vector<T> shift;
 };
+using BatchNormState = BatchNormStateOf<float>;
 
-Result<BatchNormState> prepare_kernel(const batch_norm_op<float>& op, const BatchNormArgs<float>& args,
-                                      CpuContext& cpu);
-void run_kernel(const batch_norm_op<float>& op, const BatchNormArgs<float>& args, BatchNormState& state,
-                CpuContext& cpu);
+// Templates over the element type, compiled here for float and double (see the end of the file).
+template <CpuReal T>
+Result<BatchNormStateOf<T>> prepare_kernel(const batch_norm_op<T>& op, const BatchNormArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const batch_norm_op<T>& op, const BatchNormArgs<T>& args, BatchNormStateOf<T>& state, CpuContext& cpu);
 #if TEENY_TRAINING
 /// After the running statistics or the affine parameters changed: the eval-phase scale and shift
 /// recomputed in place.
-Result<void> refresh_kernel(const batch_norm_op<float>& op, const BatchNormArgs<float>& args, BatchNormState& state,
+template <CpuReal T>
+Result<void> refresh_kernel(const batch_norm_op<T>& op, const BatchNormArgs<T>& args, BatchNormStateOf<T>& state,
                             CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const batch_norm_op<float>& op, const BatchNormBackwardArgs<float>& args,
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const batch_norm_op<T>& op, const BatchNormBackwardArgs<T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const batch_norm_op<float>& op, const BatchNormBackwardArgs<float>& args, NoState& state,
+template <CpuReal T>
+void run_backward_kernel(const batch_norm_op<T>& op, const BatchNormBackwardArgs<T>& args, NoState& state,
                          CpuContext& cpu);
 #endif
-Result<NoState> prepare_kernel(const layer_norm_op<float>& op, const RowNormArgs<float>& args, CpuContext& cpu);
-void run_kernel(const layer_norm_op<float>& op, const RowNormArgs<float>& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_kernel(const rms_norm_op<float>& op, const RowNormArgs<float>& args, CpuContext& cpu);
-void run_kernel(const rms_norm_op<float>& op, const RowNormArgs<float>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const layer_norm_op<T>& op, const RowNormArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const layer_norm_op<T>& op, const RowNormArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const rms_norm_op<T>& op, const RowNormArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const rms_norm_op<T>& op, const RowNormArgs<T>& args, NoState& state, CpuContext& cpu);
 #if TEENY_TRAINING
-Result<NoState> prepare_backward_kernel(const layer_norm_op<float>& op, const RowNormBackwardArgs<float>& args,
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const layer_norm_op<T>& op, const RowNormBackwardArgs<T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const layer_norm_op<float>& op, const RowNormBackwardArgs<float>& args, NoState& state,
+template <CpuReal T>
+void run_backward_kernel(const layer_norm_op<T>& op, const RowNormBackwardArgs<T>& args, NoState& state,
                          CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const rms_norm_op<float>& op, const RowNormBackwardArgs<float>& args,
-                                        CpuContext& cpu);
-void run_backward_kernel(const rms_norm_op<float>& op, const RowNormBackwardArgs<float>& args, NoState& state,
-                         CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const rms_norm_op<T>& op, const RowNormBackwardArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const rms_norm_op<T>& op, const RowNormBackwardArgs<T>& args, NoState& state, CpuContext& cpu);
 #endif
-Result<NoState> prepare_kernel(const group_norm_op<float>& op, const GroupNormArgs<float>& args, CpuContext& cpu);
-void run_kernel(const group_norm_op<float>& op, const GroupNormArgs<float>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const group_norm_op<T>& op, const GroupNormArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const group_norm_op<T>& op, const GroupNormArgs<T>& args, NoState& state, CpuContext& cpu);
 #if TEENY_TRAINING
-Result<NoState> prepare_backward_kernel(const group_norm_op<float>& op, const GroupNormBackwardArgs<float>& args,
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const group_norm_op<T>& op, const GroupNormBackwardArgs<T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const group_norm_op<float>& op, const GroupNormBackwardArgs<float>& args, NoState& state,
+template <CpuReal T>
+void run_backward_kernel(const group_norm_op<T>& op, const GroupNormBackwardArgs<T>& args, NoState& state,
                          CpuContext& cpu);
 #endif
 
@@ -73,7 +89,8 @@ struct Moments {
 };
 
 // Mean and variance of `count` elements in `runs` runs of `length`, `stride` apart.
-Moments moments(const float* x, std::int64_t runs, std::int64_t length, std::int64_t stride) {
+template <class T>
+Moments moments(const T* x, std::int64_t runs, std::int64_t length, std::int64_t stride) {
   const double count = static_cast<double>(runs * length);
   if (count == 0) return {};
   double sum = 0;
@@ -92,13 +109,14 @@ Moments moments(const float* x, std::int64_t runs, std::int64_t length, std::int
 }
 
 // y = act(x * scale + shift) over n elements.
-void affine_run(const float* x, float* y, std::int64_t n, float scale, float shift, const Epilogue& act) {
+template <class T>
+void affine_run(const T* x, T* y, std::int64_t n, T scale, T shift, const Epilogue& act) {
   if (!act.active) {
     for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
   } else if (act.fn == UnaryFn::relu) {
     for (std::int64_t i = 0; i < n; ++i) {
-      const float v = x[i] * scale + shift;
-      y[i] = v < 0.0f ? 0.0f : v;  // NaN stays NaN, as in PyTorch
+      const T v = x[i] * scale + shift;
+      y[i] = v < T(0) ? T(0) : v;  // NaN stays NaN, as in PyTorch
     }
   } else {
     for (std::int64_t i = 0; i < n; ++i) y[i] = math::apply_unary(act.fn, x[i] * scale + shift, act.params);
@@ -108,8 +126,9 @@ void affine_run(const float* x, float* y, std::int64_t n, float scale, float shi
 constexpr Epilogue no_activation{};
 }  // namespace
 
-Result<BatchNormState> prepare_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, CpuContext&) {
-  BatchNormState state;
+template <CpuReal T>
+Result<BatchNormStateOf<T>> prepare_kernel(const batch_norm_op<T>&, const BatchNormArgs<T>& args, CpuContext&) {
+  BatchNormStateOf<T> state;
   if (args.running_mean.data == nullptr) return state;
   const std::int64_t channels = args.x.shape[1];
   state.scale.resize(static_cast<std::size_t>(channels));
@@ -119,8 +138,8 @@ Result<BatchNormState> prepare_kernel(const batch_norm_op<float>&, const BatchNo
     const double bias = args.bias.data != nullptr ? args.bias.data[c] : 0.0;
     const auto affine =
         math::batch_norm_affine(weight, bias, args.running_mean.data[c], args.running_var.data[c], args.eps);
-    state.scale[static_cast<std::size_t>(c)] = static_cast<float>(affine.scale);
-    state.shift[static_cast<std::size_t>(c)] = static_cast<float>(affine.shift);
+    state.scale[static_cast<std::size_t>(c)] = static_cast<T>(affine.scale);
+    state.shift[static_cast<std::size_t>(c)] = static_cast<T>(affine.shift);
   }
   return state;
 }
@@ -129,7 +148,8 @@ namespace {
 // Training phase: each channel normalised by the batch's statistics, which also move the running
 // ones as PyTorch moves them (num_batches_tracked first, then momentum or the cumulative average,
 // with the unbiased variance).
-void batch_norm_train(const BatchNormArgs<float>& args, CpuContext& cpu) {
+template <class T>
+void batch_norm_train(const BatchNormArgs<T>& args, CpuContext& cpu) {
   const std::int64_t n = args.x.shape[0];
   const std::int64_t channels = args.x.shape[1];
   const std::int64_t s = args.x.shape[2];
@@ -145,23 +165,24 @@ void batch_norm_train(const BatchNormArgs<float>& args, CpuContext& cpu) {
       const Moments m = moments(args.x.data + c * s, n, s, channels * s);
       if (tracking) {
         const double unbiased = count > 1 ? m.var * count / (count - 1) : m.var;
-        args.running_mean.data[c] = static_cast<float>((1 - factor) * args.running_mean.data[c] + factor * m.mean);
-        args.running_var.data[c] = static_cast<float>((1 - factor) * args.running_var.data[c] + factor * unbiased);
+        args.running_mean.data[c] = static_cast<T>((1 - factor) * args.running_mean.data[c] + factor * m.mean);
+        args.running_var.data[c] = static_cast<T>((1 - factor) * args.running_var.data[c] + factor * unbiased);
       }
       const double weight = args.weight.data != nullptr ? args.weight.data[c] : 1.0;
       const double bias = args.bias.data != nullptr ? args.bias.data[c] : 0.0;
       const auto affine = math::batch_norm_affine(weight, bias, m.mean, m.var, args.eps);
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t offset = (i * channels + c) * s;
-        affine_run(args.x.data + offset, args.y.data + offset, s, static_cast<float>(affine.scale),
-                   static_cast<float>(affine.shift), args.epilogue);
+        affine_run(args.x.data + offset, args.y.data + offset, s, static_cast<T>(affine.scale),
+                   static_cast<T>(affine.shift), args.epilogue);
       }
     }
   });
 }
 }  // namespace
 
-void run_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, BatchNormState& state, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const batch_norm_op<T>&, const BatchNormArgs<T>& args, BatchNormStateOf<T>& state, CpuContext& cpu) {
   const std::int64_t n = args.x.shape[0];
   const std::int64_t channels = args.x.shape[1];
   const std::int64_t s = args.x.shape[2];
@@ -187,48 +208,54 @@ void run_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, B
       const auto affine = math::batch_norm_affine(weight, bias, m.mean, m.var, args.eps);
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t offset = (i * channels + c) * s;
-        affine_run(args.x.data + offset, args.y.data + offset, s, static_cast<float>(affine.scale),
-                   static_cast<float>(affine.shift), args.epilogue);
+        affine_run(args.x.data + offset, args.y.data + offset, s, static_cast<T>(affine.scale),
+                   static_cast<T>(affine.shift), args.epilogue);
       }
     }
   });
 }
 
-Result<NoState> prepare_kernel(const layer_norm_op<float>&, const RowNormArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_kernel(const layer_norm_op<T>&, const RowNormArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_kernel(const layer_norm_op<float>&, const RowNormArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const layer_norm_op<T>&, const RowNormArgs<T>& args, NoState&, CpuContext& cpu) {
   const std::int64_t d = args.x.shape[1];
-  const float* weight = args.weight.data;
-  const float* bias = args.bias.data;
+  const T* weight = args.weight.data;
+  const T* bias = args.bias.data;
   parallel_chunks(cpu, args.x.shape[0], 3 * d, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
-      const float* x = args.x.data + r * d;
-      float* y = args.y.data + r * d;
+      const T* x = args.x.data + r * d;
+      T* y = args.y.data + r * d;
       const Moments m = moments(x, 1, d, d);
       const auto norm = math::normalize_affine(m.mean, m.var, args.eps);
-      affine_run(x, y, d, static_cast<float>(norm.scale), static_cast<float>(norm.shift), no_activation);
+      affine_run(x, y, d, static_cast<T>(norm.scale), static_cast<T>(norm.shift), no_activation);
       if (weight != nullptr) {
-        for (std::int64_t i = 0; i < d; ++i) y[i] = y[i] * weight[i] + (bias != nullptr ? bias[i] : 0.0f);
+        for (std::int64_t i = 0; i < d; ++i) y[i] = y[i] * weight[i] + (bias != nullptr ? bias[i] : T(0));
       }
     }
   });
 }
 
-Result<NoState> prepare_kernel(const rms_norm_op<float>&, const RowNormArgs<float>&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const rms_norm_op<T>&, const RowNormArgs<T>&, CpuContext&) {
+  return NoState{};
+}
 
-void run_kernel(const rms_norm_op<float>&, const RowNormArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const rms_norm_op<T>&, const RowNormArgs<T>& args, NoState&, CpuContext& cpu) {
   const std::int64_t d = args.x.shape[1];
-  const float* weight = args.weight.data;
+  const T* weight = args.weight.data;
   parallel_chunks(cpu, args.x.shape[0], 2 * d, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
-      const float* x = args.x.data + r * d;
-      float* y = args.y.data + r * d;
+      const T* x = args.x.data + r * d;
+      T* y = args.y.data + r * d;
       double squares = 0;
       for (std::int64_t i = 0; i < d; ++i) squares += static_cast<double>(x[i]) * x[i];
       const auto scale =
-          static_cast<float>(math::rms_norm_scale(d == 0 ? 0.0 : squares / static_cast<double>(d), args.eps));
+          static_cast<T>(math::rms_norm_scale(d == 0 ? 0.0 : squares / static_cast<double>(d), args.eps));
       if (weight != nullptr) {
         for (std::int64_t i = 0; i < d; ++i) y[i] = x[i] * scale * weight[i];
       } else {
@@ -238,11 +265,13 @@ void run_kernel(const rms_norm_op<float>&, const RowNormArgs<float>& args, NoSta
   });
 }
 
-Result<NoState> prepare_kernel(const group_norm_op<float>&, const GroupNormArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_kernel(const group_norm_op<T>&, const GroupNormArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_kernel(const group_norm_op<float>&, const GroupNormArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const group_norm_op<T>&, const GroupNormArgs<T>& args, NoState&, CpuContext& cpu) {
   const std::int64_t n = args.x.shape[0];
   const std::int64_t channels = args.x.shape[1];
   const std::int64_t s = args.x.shape[2];
@@ -250,23 +279,24 @@ void run_kernel(const group_norm_op<float>&, const GroupNormArgs<float>& args, N
   const std::int64_t span = per_group * s;  // a group's channels are contiguous
   parallel_chunks(cpu, n * args.groups, 3 * span, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t ng = begin; ng < end; ++ng) {
-      const float* x = args.x.data + ng * span;
-      float* y = args.y.data + ng * span;
+      const T* x = args.x.data + ng * span;
+      T* y = args.y.data + ng * span;
       const Moments m = moments(x, 1, span, span);
       const auto norm = math::normalize_affine(m.mean, m.var, args.eps);
       for (std::int64_t j = 0; j < per_group; ++j) {
         const std::int64_t c = (ng % args.groups) * per_group + j;
         const double weight = args.weight.data != nullptr ? args.weight.data[c] : 1.0;
         const double bias = args.bias.data != nullptr ? args.bias.data[c] : 0.0;
-        affine_run(x + j * s, y + j * s, s, static_cast<float>(norm.scale * weight),
-                   static_cast<float>(norm.shift * weight + bias), no_activation);
+        affine_run(x + j * s, y + j * s, s, static_cast<T>(norm.scale * weight),
+                   static_cast<T>(norm.shift * weight + bias), no_activation);
       }
     }
   });
 }
 
 #if TEENY_TRAINING
-Result<void> refresh_kernel(const batch_norm_op<float>&, const BatchNormArgs<float>& args, BatchNormState& state,
+template <CpuReal T>
+Result<void> refresh_kernel(const batch_norm_op<T>&, const BatchNormArgs<T>& args, BatchNormStateOf<T>& state,
                             CpuContext&) {
   for (std::size_t c = 0; c < state.scale.size(); ++c) {
     const auto i = static_cast<std::int64_t>(c);
@@ -274,19 +304,20 @@ Result<void> refresh_kernel(const batch_norm_op<float>&, const BatchNormArgs<flo
     const double bias = args.bias.data != nullptr ? args.bias.data[i] : 0.0;
     const auto affine =
         math::batch_norm_affine(weight, bias, args.running_mean.data[i], args.running_var.data[i], args.eps);
-    state.scale[c] = static_cast<float>(affine.scale);
-    state.shift[c] = static_cast<float>(affine.shift);
+    state.scale[c] = static_cast<T>(affine.scale);
+    state.shift[c] = static_cast<T>(affine.shift);
   }
   return ok();
 }
 
-Result<NoState> prepare_backward_kernel(const batch_norm_op<float>&, const BatchNormBackwardArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const batch_norm_op<T>&, const BatchNormBackwardArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const batch_norm_op<float>&, const BatchNormBackwardArgs<float>& g, NoState&,
-                         CpuContext& cpu) {
-  const BatchNormArgs<float>& f = g.forward;
+template <CpuReal T>
+void run_backward_kernel(const batch_norm_op<T>&, const BatchNormBackwardArgs<T>& g, NoState&, CpuContext& cpu) {
+  const BatchNormArgs<T>& f = g.forward;
   epilogue_backward(f.epilogue, g.dy, f.y, cpu);  // dy now holds dz, before the activation
   const std::int64_t n = f.x.shape[0];
   const std::int64_t channels = f.x.shape[1];
@@ -318,8 +349,8 @@ void run_backward_kernel(const batch_norm_op<float>&, const BatchNormBackwardArg
           sum_dz_xhat += dz * (f.x.data[offset + k] - mean) * inv_std;
         }
       }
-      if (g.dweight.data != nullptr) g.dweight.data[c] += static_cast<float>(sum_dz_xhat);
-      if (g.dbias.data != nullptr) g.dbias.data[c] += static_cast<float>(sum_dz);
+      if (g.dweight.data != nullptr) g.dweight.data[c] += static_cast<T>(sum_dz_xhat);
+      if (g.dbias.data != nullptr) g.dbias.data[c] += static_cast<T>(sum_dz);
       if (g.dx.data == nullptr) continue;
       const double weight = f.weight.data != nullptr ? f.weight.data[c] : 1.0;
       const double scale = weight * inv_std;
@@ -329,7 +360,7 @@ void run_backward_kernel(const batch_norm_op<float>&, const BatchNormBackwardArg
         const std::int64_t offset = (i * channels + c) * s;
         for (std::int64_t k = 0; k < s; ++k) {
           const double xhat = (f.x.data[offset + k] - mean) * inv_std;
-          g.dx.data[offset + k] += static_cast<float>(scale * (g.dy.data[offset + k] - mean_dz - xhat * mean_dz_xhat));
+          g.dx.data[offset + k] += static_cast<T>(scale * (g.dy.data[offset + k] - mean_dz - xhat * mean_dz_xhat));
         }
       }
     }
@@ -342,9 +373,9 @@ namespace {
 // A row norm's backward: dx row by row in parallel (each row's statistics recomputed as the
 // forward computed them), then dw and db summed over the rows on one thread (in row order).
 // `row_stats(x)` gives the row's (shift, scale): x_hat = (x - shift) * scale.
-template <class RowStats, class Dx>
-void row_norm_backward(const RowNormBackwardArgs<float>& g, CpuContext& cpu, RowStats row_stats, Dx dx_row) {
-  const RowNormArgs<float>& f = g.forward;
+template <class T, class RowStats, class Dx>
+void row_norm_backward(const RowNormBackwardArgs<T>& g, CpuContext& cpu, RowStats row_stats, Dx dx_row) {
+  const RowNormArgs<T>& f = g.forward;
   const std::int64_t rows = f.x.shape[0];
   const std::int64_t d = f.x.shape[1];
   if (g.dx.data != nullptr) {
@@ -357,84 +388,89 @@ void row_norm_backward(const RowNormBackwardArgs<float>& g, CpuContext& cpu, Row
   }
   if (g.dweight.data == nullptr && g.dbias.data == nullptr) return;
   for (std::int64_t r = 0; r < rows; ++r) {
-    const float* x = f.x.data + r * d;
-    const float* dy = g.dy.data + r * d;
+    const T* x = f.x.data + r * d;
+    const T* dy = g.dy.data + r * d;
     const auto [shift, scale] = row_stats(x);
     for (std::int64_t i = 0; i < d; ++i) {
-      if (g.dweight.data != nullptr) g.dweight.data[i] += static_cast<float>(dy[i] * ((x[i] - shift) * scale));
+      if (g.dweight.data != nullptr) g.dweight.data[i] += static_cast<T>(dy[i] * ((x[i] - shift) * scale));
       if (g.dbias.data != nullptr) g.dbias.data[i] += dy[i];
     }
   }
 }
 }  // namespace
 
-Result<NoState> prepare_backward_kernel(const layer_norm_op<float>&, const RowNormBackwardArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const layer_norm_op<T>&, const RowNormBackwardArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const layer_norm_op<float>&, const RowNormBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_backward_kernel(const layer_norm_op<T>&, const RowNormBackwardArgs<T>& g, NoState&, CpuContext& cpu) {
   const std::int64_t d = g.forward.x.shape[1];
   const double eps = g.forward.eps;
-  const float* weight = g.forward.weight.data;
+  const T* weight = g.forward.weight.data;
   row_norm_backward(
       g, cpu,
-      [&](const float* x) {
+      [&](const T* x) {
         const Moments m = moments(x, 1, d, d);
         return std::pair<double, double>{m.mean, 1.0 / std::sqrt(m.var + eps)};
       },
-      [&](const float* x, const float* dy, float* dx, std::int64_t n, double mean, double inv_std) {
+      [&](const T* x, const T* dy, T* dx, std::int64_t n, double mean, double inv_std) {
         double sum_g = 0;
         double sum_g_xhat = 0;
         for (std::int64_t i = 0; i < n; ++i) {
-          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : 1.0f);
+          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : T(1));
           sum_g += gi;
           sum_g_xhat += gi * (x[i] - mean) * inv_std;
         }
         const double mean_g = sum_g / static_cast<double>(n);
         const double mean_g_xhat = sum_g_xhat / static_cast<double>(n);
         for (std::int64_t i = 0; i < n; ++i) {
-          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : 1.0f);
-          dx[i] += static_cast<float>(inv_std * (gi - mean_g - (x[i] - mean) * inv_std * mean_g_xhat));
+          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : T(1));
+          dx[i] += static_cast<T>(inv_std * (gi - mean_g - (x[i] - mean) * inv_std * mean_g_xhat));
         }
       });
 }
 
-Result<NoState> prepare_backward_kernel(const rms_norm_op<float>&, const RowNormBackwardArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const rms_norm_op<T>&, const RowNormBackwardArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const rms_norm_op<float>&, const RowNormBackwardArgs<float>& g, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_backward_kernel(const rms_norm_op<T>&, const RowNormBackwardArgs<T>& g, NoState&, CpuContext& cpu) {
   const std::int64_t d = g.forward.x.shape[1];
   const double eps = g.forward.eps;
-  const float* weight = g.forward.weight.data;
+  const T* weight = g.forward.weight.data;
   row_norm_backward(
       g, cpu,
-      [&](const float* x) {
+      [&](const T* x) {
         double squares = 0;
         for (std::int64_t i = 0; i < d; ++i) squares += static_cast<double>(x[i]) * x[i];
         return std::pair<double, double>{0.0,
                                          math::rms_norm_scale(d == 0 ? 0.0 : squares / static_cast<double>(d), eps)};
       },
-      [&](const float* x, const float* dy, float* dx, std::int64_t n, double, double r) {
+      [&](const T* x, const T* dy, T* dx, std::int64_t n, double, double r) {
         double sum_g_x = 0;
         for (std::int64_t i = 0; i < n; ++i) {
-          sum_g_x += static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : 1.0f) * x[i];
+          sum_g_x += static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : T(1)) * x[i];
         }
         const double coefficient = r * r * sum_g_x / static_cast<double>(n);
         for (std::int64_t i = 0; i < n; ++i) {
-          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : 1.0f);
-          dx[i] += static_cast<float>(r * (gi - x[i] * coefficient));
+          const double gi = static_cast<double>(dy[i]) * (weight != nullptr ? weight[i] : T(1));
+          dx[i] += static_cast<T>(r * (gi - x[i] * coefficient));
         }
       });
 }
 
-Result<NoState> prepare_backward_kernel(const group_norm_op<float>&, const GroupNormBackwardArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const group_norm_op<T>&, const GroupNormBackwardArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const group_norm_op<float>&, const GroupNormBackwardArgs<float>& g, NoState&,
-                         CpuContext& cpu) {
-  const GroupNormArgs<float>& f = g.forward;
+template <CpuReal T>
+void run_backward_kernel(const group_norm_op<T>&, const GroupNormBackwardArgs<T>& g, NoState&, CpuContext& cpu) {
+  const GroupNormArgs<T>& f = g.forward;
   const std::int64_t n = f.x.shape[0];
   const std::int64_t channels = f.x.shape[1];
   const std::int64_t s = f.x.shape[2];
@@ -451,9 +487,9 @@ void run_backward_kernel(const group_norm_op<float>&, const GroupNormBackwardArg
     parallel_chunks(cpu, n * f.groups, 4 * span, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t ng = begin; ng < end; ++ng) {
         const auto [mean, inv_std] = stats(ng);
-        const float* x = f.x.data + ng * span;
-        const float* dy = g.dy.data + ng * span;
-        float* dx = g.dx.data + ng * span;
+        const T* x = f.x.data + ng * span;
+        const T* dy = g.dy.data + ng * span;
+        T* dx = g.dx.data + ng * span;
         const std::int64_t first_channel = (ng % f.groups) * per_group;
         double sum_g = 0;
         double sum_g_xhat = 0;
@@ -466,7 +502,7 @@ void run_backward_kernel(const group_norm_op<float>&, const GroupNormBackwardArg
         const double mean_g_xhat = sum_g_xhat / static_cast<double>(span);
         for (std::int64_t i = 0; i < span; ++i) {
           const double gi = dy[i] * weight(first_channel + i / s);
-          dx[i] += static_cast<float>(inv_std * (gi - mean_g - (x[i] - mean) * inv_std * mean_g_xhat));
+          dx[i] += static_cast<T>(inv_std * (gi - mean_g - (x[i] - mean) * inv_std * mean_g_xhat));
         }
       }
     });
@@ -477,13 +513,47 @@ void run_backward_kernel(const group_norm_op<float>&, const GroupNormBackwardArg
     const std::int64_t first_channel = (ng % f.groups) * per_group;
     for (std::int64_t i = 0; i < span; ++i) {
       const std::int64_t c = first_channel + i / s;
-      const float dy = g.dy.data[ng * span + i];
+      const T dy = g.dy.data[ng * span + i];
       if (g.dweight.data != nullptr)
-        g.dweight.data[c] += static_cast<float>(dy * (f.x.data[ng * span + i] - mean) * inv_std);
+        g.dweight.data[c] += static_cast<T>(dy * (f.x.data[ng * span + i] - mean) * inv_std);
       if (g.dbias.data != nullptr) g.dbias.data[c] += dy;
     }
   }
 }
 #endif
+
+// Every kernel above compiled here, once per element type: importers call these instances.
+#define TEENY_CPU_INSTANCES(T)                                                                                        \
+  template Result<BatchNormStateOf<T>> prepare_kernel(const batch_norm_op<T>&, const BatchNormArgs<T>&, CpuContext&); \
+  template void run_kernel(const batch_norm_op<T>&, const BatchNormArgs<T>&, BatchNormStateOf<T>&, CpuContext&);      \
+  template Result<NoState> prepare_kernel(const layer_norm_op<T>&, const RowNormArgs<T>&, CpuContext&);               \
+  template void run_kernel(const layer_norm_op<T>&, const RowNormArgs<T>&, NoState&, CpuContext&);                    \
+  template Result<NoState> prepare_kernel(const rms_norm_op<T>&, const RowNormArgs<T>&, CpuContext&);                 \
+  template void run_kernel(const rms_norm_op<T>&, const RowNormArgs<T>&, NoState&, CpuContext&);                      \
+  template Result<NoState> prepare_kernel(const group_norm_op<T>&, const GroupNormArgs<T>&, CpuContext&);             \
+  template void run_kernel(const group_norm_op<T>&, const GroupNormArgs<T>&, NoState&, CpuContext&);                  \
+  TEENY_CPU_BACKWARD_INSTANCES(T)
+#if TEENY_TRAINING
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                                \
+  template Result<void> refresh_kernel(const batch_norm_op<T>&, const BatchNormArgs<T>&, BatchNormStateOf<T>&,         \
+                                       CpuContext&);                                                                   \
+  template Result<NoState> prepare_backward_kernel(const batch_norm_op<T>&, const BatchNormBackwardArgs<T>&,           \
+                                                   CpuContext&);                                                       \
+  template void run_backward_kernel(const batch_norm_op<T>&, const BatchNormBackwardArgs<T>&, NoState&, CpuContext&);  \
+  template Result<NoState> prepare_backward_kernel(const layer_norm_op<T>&, const RowNormBackwardArgs<T>&,             \
+                                                   CpuContext&);                                                       \
+  template void run_backward_kernel(const layer_norm_op<T>&, const RowNormBackwardArgs<T>&, NoState&, CpuContext&);    \
+  template Result<NoState> prepare_backward_kernel(const rms_norm_op<T>&, const RowNormBackwardArgs<T>&, CpuContext&); \
+  template void run_backward_kernel(const rms_norm_op<T>&, const RowNormBackwardArgs<T>&, NoState&, CpuContext&);      \
+  template Result<NoState> prepare_backward_kernel(const group_norm_op<T>&, const GroupNormBackwardArgs<T>&,           \
+                                                   CpuContext&);                                                       \
+  template void run_backward_kernel(const group_norm_op<T>&, const GroupNormBackwardArgs<T>&, NoState&, CpuContext&);
+#else
+#define TEENY_CPU_BACKWARD_INSTANCES(T)
+#endif
+TEENY_CPU_INSTANCES(float)
+TEENY_CPU_INSTANCES(double)
+#undef TEENY_CPU_INSTANCES
+#undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny

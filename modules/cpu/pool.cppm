@@ -5,6 +5,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -18,22 +19,35 @@ import :context;
 
 export namespace teeny {
 
-Result<NoState> prepare_kernel(const max_pool2d_op<float>& op, const Pool2dArgs<float>& args, CpuContext& cpu);
-void run_kernel(const max_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_kernel(const avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, CpuContext& cpu);
-void run_kernel(const avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, CpuContext& cpu);
-void run_kernel(const adaptive_avg_pool2d_op<float>& op, const Pool2dArgs<float>& args, NoState& state,
-                CpuContext& cpu);
+// Templates over the element type, compiled here for float and double (see the end of the file).
+template <CpuReal T>
+Result<NoState> prepare_kernel(const max_pool2d_op<T>& op, const Pool2dArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const max_pool2d_op<T>& op, const Pool2dArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const avg_pool2d_op<T>& op, const Pool2dArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const avg_pool2d_op<T>& op, const Pool2dArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<T>& op, const Pool2dArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const adaptive_avg_pool2d_op<T>& op, const Pool2dArgs<T>& args, NoState& state, CpuContext& cpu);
 #if TEENY_TRAINING
-using PoolGradArgs = InputGradArgs<Pool2dArgs<float>, float>;
-Result<NoState> prepare_backward_kernel(const max_pool2d_op<float>& op, const PoolGradArgs& args, CpuContext& cpu);
-void run_backward_kernel(const max_pool2d_op<float>& op, const PoolGradArgs& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const avg_pool2d_op<float>& op, const PoolGradArgs& args, CpuContext& cpu);
-void run_backward_kernel(const avg_pool2d_op<float>& op, const PoolGradArgs& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const adaptive_avg_pool2d_op<float>& op, const PoolGradArgs& args,
+template <class T>
+using PoolGradArgs = InputGradArgs<Pool2dArgs<T>, T>;
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const max_pool2d_op<T>& op, const PoolGradArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const max_pool2d_op<T>& op, const PoolGradArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const avg_pool2d_op<T>& op, const PoolGradArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const avg_pool2d_op<T>& op, const PoolGradArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const adaptive_avg_pool2d_op<T>& op, const PoolGradArgs<T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const adaptive_avg_pool2d_op<float>& op, const PoolGradArgs& args, NoState& state,
+template <CpuReal T>
+void run_backward_kernel(const adaptive_avg_pool2d_op<T>& op, const PoolGradArgs<T>& args, NoState& state,
                          CpuContext& cpu);
 #endif
 
@@ -46,20 +60,21 @@ struct Planes {
   std::int64_t count, h, w, ho, wo;
 };
 
-Planes planes_of(const Pool2dArgs<float>& a) {
+template <class T>
+Planes planes_of(const Pool2dArgs<T>& a) {
   return {a.x.shape[0], a.x.shape[1], a.x.shape[2], a.y.shape[1], a.y.shape[2]};
 }
 
 // Runs plane(x, y) for every (input, output) plane pair, in parallel chunks.
-template <class F>
-void for_each_plane(const Pool2dArgs<float>& a, std::int64_t window_elements, CpuContext& cpu, F plane) {
+template <class T, class F>
+void for_each_plane(const Pool2dArgs<T>& a, std::int64_t window_elements, CpuContext& cpu, F plane) {
   const Planes p = planes_of(a);
   parallel_chunks(cpu, p.count, p.ho * p.wo * window_elements + p.h * p.w, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) plane(a.x.data + i * p.h * p.w, a.y.data + i * p.ho * p.wo, p);
   });
 }
 
-// Floats of row-pair maxima the 2x2 path makes at a time (16 KiB: they stay in L1).
+// Row-pair maxima the 2x2 path makes at a time (16 KiB of f32: they stay in L1).
 constexpr std::int64_t kPairFloats = 4096;
 
 // 2x2 windows at stride 2 tiling the input exactly (no padding, even sizes): no row pair straddles
@@ -72,20 +87,21 @@ bool tiles_2x2(const Window2d& w, const Planes& p) {
 // The 2x2 path: the maxima of each row pair into a buffer, then of each two neighbours in it. With
 // an even width, neighbours never straddle rows, so both are flat loops whatever the plane size
 // (a 10x10 plane's 5-wide rows would leave a per-row loop nothing to vectorise).
-void max_pool_2x2(const float* x, float* y, const Planes& p, CpuContext& cpu) {
+template <class T>
+void max_pool_2x2(const T* x, T* y, const Planes& p, CpuContext& cpu) {
   const std::int64_t pairs = p.count * p.ho;  // output rows
   const std::int64_t per_pass = std::max<std::int64_t>(1, kPairFloats / p.w);
   parallel_chunks(cpu, pairs, 2 * p.w, [&](std::int64_t begin, std::int64_t end) {
-    float* __restrict pair_max = cpu.scratch(cpu.pool().current_worker());
+    T* __restrict pair_max = cpu.scratch_as<T>(cpu.pool().current_worker());
     for (std::int64_t r0 = begin; r0 < end; r0 += per_pass) {
       const std::int64_t rows = std::min(per_pass, end - r0);
-      const float* __restrict top = x + 2 * r0 * p.w;
+      const T* __restrict top = x + 2 * r0 * p.w;
       for (std::int64_t r = 0; r < rows; ++r, top += 2 * p.w) {
-        const float* __restrict bottom = top + p.w;
-        float* __restrict dst = pair_max + r * p.w;
+        const T* __restrict bottom = top + p.w;
+        T* __restrict dst = pair_max + r * p.w;
         for (std::int64_t i = 0; i < p.w; ++i) dst[i] = math::max_pool_update(top[i], bottom[i]);
       }
-      float* __restrict out = y + r0 * p.wo;
+      T* __restrict out = y + r0 * p.wo;
       for (std::int64_t q = 0; q < rows * p.wo; ++q)
         out[q] = math::max_pool_update(pair_max[2 * q], pair_max[2 * q + 1]);
     }
@@ -94,11 +110,12 @@ void max_pool_2x2(const float* x, float* y, const Planes& p, CpuContext& cpu) {
 
 }  // namespace
 
-Result<NoState> prepare_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, CpuContext& cpu) {
+template <CpuReal T>
+Result<NoState> prepare_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>& args, CpuContext& cpu) {
   // A row of window maxima and its even and odd columns apart for stride 2, or rows of the 2x2
   // path's row-pair maxima.
   const std::int64_t floats = std::max(2 * args.x.shape[2] + 2, std::max(kPairFloats, args.x.shape[2]));
-  if (!cpu.reserve_scratch(static_cast<std::size_t>(floats) * sizeof(float))) {
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(floats) * sizeof(T))) {
     return fail(Errc::out_of_memory, "cannot allocate max_pool2d's row buffers");
   }
   return NoState{};
@@ -107,9 +124,9 @@ Result<NoState> prepare_kernel(const max_pool2d_op<float>&, const Pool2dArgs<flo
 namespace {
 // out[o] = max(out[o], in[o * stride + offset]) for o in [begin, end); Stride 0: `stride` at run
 // time. A compile-time stride lets the loop vectorise.
-template <std::int64_t Stride>
-void max_taps(float* __restrict out, const float* __restrict in, std::int64_t begin, std::int64_t end,
-              std::int64_t stride, std::int64_t offset) {
+template <std::int64_t Stride, class T>
+void max_taps(T* __restrict out, const T* __restrict in, std::int64_t begin, std::int64_t end, std::int64_t stride,
+              std::int64_t offset) {
   const std::int64_t s = Stride != 0 ? Stride : stride;
   for (std::int64_t o = begin; o < end; ++o) out[o] = math::max_pool_update(out[o], in[o * s + offset]);
 }
@@ -117,15 +134,14 @@ void max_taps(float* __restrict out, const float* __restrict in, std::int64_t be
 // out[o] = the max of the K x K window at column o * S + offset of rows r[0..K), for o in
 // [begin, end): the common square, undilated windows (2x2 stride 2, 3x3 stride 2) with every row
 // inside the input. Compile-time sizes unroll the window and let the loop over o vectorise.
-template <int K, int S>
-void max_window_rows(float* __restrict out, const float* const* r, std::int64_t begin, std::int64_t end,
-                     std::int64_t offset) {
-  const float* __restrict r0 = r[0];
-  const float* __restrict r1 = r[K > 1 ? 1 : 0];
-  const float* __restrict r2 = r[K > 2 ? 2 : 0];
+template <int K, int S, class T>
+void max_window_rows(T* __restrict out, const T* const* r, std::int64_t begin, std::int64_t end, std::int64_t offset) {
+  const T* __restrict r0 = r[0];
+  const T* __restrict r1 = r[K > 1 ? 1 : 0];
+  const T* __restrict r2 = r[K > 2 ? 2 : 0];
   for (std::int64_t o = begin; o < end; ++o) {
     const std::int64_t c = o * S + offset;
-    float acc = r0[c];
+    T acc = r0[c];
     for (int j = 1; j < K; ++j) acc = math::max_pool_update(acc, r0[c + j]);
     for (int j = 0; K > 1 && j < K; ++j) acc = math::max_pool_update(acc, r1[c + j]);
     for (int j = 0; K > 2 && j < K; ++j) acc = math::max_pool_update(acc, r2[c + j]);
@@ -133,9 +149,10 @@ void max_window_rows(float* __restrict out, const float* const* r, std::int64_t 
   }
 }
 // The max of output column `ow`'s window clipped to the row, over the K rows r[0..K).
-float border_max(const float* const* r, const Window2d& w, const Planes& p, std::int64_t ow) {
+template <class T>
+T border_max(const T* const* r, const Window2d& w, const Planes& p, std::int64_t ow) {
   const math::MaxSpan cols = math::max_pool_span(ow, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w, p.w);
-  float acc = -std::numeric_limits<float>::infinity();
+  T acc = -std::numeric_limits<T>::infinity();
   for (std::int64_t i = 0; i < w.kernel_h; ++i) {
     for (std::int64_t iw = cols.first; iw < cols.end; iw += w.dilation_w) acc = math::max_pool_update(acc, r[i][iw]);
   }
@@ -145,24 +162,27 @@ float border_max(const float* const* r, const Window2d& w, const Planes& p, std:
 // out[o] = max(v[2o], v[2o + 1], v[2o + 2]) for o in [begin, end), NaN-propagating: a 3-wide
 // window at stride 2 (ResNet's stem pool) along a row of vertical maxima. With SSE2, four outputs
 // at a time from the row split into even and odd columns in registers; it reads up to v[2 * end + 1].
-void max3_stride2(float* __restrict out, const float* __restrict v, std::int64_t begin, std::int64_t end) {
+template <class T>
+void max3_stride2(T* __restrict out, const T* __restrict v, std::int64_t begin, std::int64_t end) {
   std::int64_t o = begin;
 #if defined(__SSE2__)
-  const auto nan_max = [](__m128 a, __m128 b) {
-    const __m128 m = _mm_max_ps(a, b);  // b where either is NaN
-    const __m128 a_nan = _mm_cmpunord_ps(a, a);
-    return _mm_or_ps(_mm_and_ps(a_nan, a), _mm_andnot_ps(a_nan, m));
-  };
-  for (; o + 4 <= end; o += 4) {
-    const float* p = v + 2 * o;
-    const __m128 lo = _mm_loadu_ps(p);       // v[2o .. 2o + 3]
-    const __m128 hi = _mm_loadu_ps(p + 4);   // v[2o + 4 .. 2o + 7]
-    const __m128 lo2 = _mm_loadu_ps(p + 2);  // v[2o + 2 .. 2o + 5]
-    const __m128 hi2 = _mm_loadu_ps(p + 6);  // v[2o + 6 .. 2o + 9]
-    const __m128 even = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-    const __m128 odd = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m128 next = _mm_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0));
-    _mm_storeu_ps(out + o, nan_max(nan_max(even, odd), next));
+  if constexpr (std::is_same_v<T, float>) {  // f64 takes the plain loop
+    const auto nan_max = [](__m128 a, __m128 b) {
+      const __m128 m = _mm_max_ps(a, b);  // b where either is NaN
+      const __m128 a_nan = _mm_cmpunord_ps(a, a);
+      return _mm_or_ps(_mm_and_ps(a_nan, a), _mm_andnot_ps(a_nan, m));
+    };
+    for (; o + 4 <= end; o += 4) {
+      const T* p = v + 2 * o;
+      const __m128 lo = _mm_loadu_ps(p);       // v[2o .. 2o + 3]
+      const __m128 hi = _mm_loadu_ps(p + 4);   // v[2o + 4 .. 2o + 7]
+      const __m128 lo2 = _mm_loadu_ps(p + 2);  // v[2o + 2 .. 2o + 5]
+      const __m128 hi2 = _mm_loadu_ps(p + 6);  // v[2o + 6 .. 2o + 9]
+      const __m128 even = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m128 odd = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+      const __m128 next = _mm_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0));
+      _mm_storeu_ps(out + o, nan_max(nan_max(even, odd), next));
+    }
   }
 #endif
   for (; o < end; ++o) {
@@ -170,16 +190,19 @@ void max3_stride2(float* __restrict out, const float* __restrict v, std::int64_t
   }
 }
 
-using WindowRowsFn = void (*)(float*, const float* const*, std::int64_t, std::int64_t, std::int64_t);
+template <class T>
+using WindowRowsFn = void (*)(T*, const T* const*, std::int64_t, std::int64_t, std::int64_t);
 
-WindowRowsFn fixed_window(const Window2d& w) {
+template <class T>
+WindowRowsFn<T> fixed_window(const Window2d& w) {
   if (w.dilation_h != 1 || w.dilation_w != 1 || w.kernel_h != w.kernel_w) return nullptr;
-  if (w.kernel_h == 2 && w.stride_w == 2) return &max_window_rows<2, 2>;
+  if (w.kernel_h == 2 && w.stride_w == 2) return &max_window_rows<2, 2, T>;
   return nullptr;
 }
 }  // namespace
 
-void run_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>& args, NoState&, CpuContext& cpu) {
   const Window2d& win = args.window;
   // Separably, per output row: the max over the window's rows into a row buffer (elementwise over
   // contiguous rows), then over its columns. Output columns [lo, hi) have their whole window inside
@@ -190,31 +213,31 @@ void run_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, NoSt
   const std::int64_t lo = std::min(shape.wo, (win.pad_w + win.stride_w - 1) / win.stride_w);
   const std::int64_t hi =
       shape.w - 1 - reach < 0 ? lo : std::clamp((shape.w - 1 - reach) / win.stride_w + 1, lo, shape.wo);
-  auto taps = win.stride_w == 1 ? &max_taps<1> : win.stride_w == 2 ? &max_taps<2> : &max_taps<0>;
-  const WindowRowsFn fixed = fixed_window(win);
-  for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const float* x, float* y, const Planes& p) {
-    float* __restrict rowmax = cpu.scratch(cpu.pool().current_worker());
+  auto taps = win.stride_w == 1 ? &max_taps<1, T> : win.stride_w == 2 ? &max_taps<2, T> : &max_taps<0, T>;
+  const WindowRowsFn<T> fixed = fixed_window<T>(win);
+  for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const T* x, T* y, const Planes& p) {
+    T* __restrict rowmax = cpu.scratch_as<T>(cpu.pool().current_worker());
     for (std::int64_t oh = 0; oh < p.ho; ++oh) {
       const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
       if (fixed != nullptr && rows.end - rows.first == win.kernel_h) {
-        const float* r[3] = {x + rows.first * p.w, x + std::min(rows.first + 1, p.h - 1) * p.w,
-                             x + std::min(rows.first + 2, p.h - 1) * p.w};
-        float* out = y + oh * p.wo;
+        const T* r[3] = {x + rows.first * p.w, x + std::min(rows.first + 1, p.h - 1) * p.w,
+                         x + std::min(rows.first + 2, p.h - 1) * p.w};
+        T* out = y + oh * p.wo;
         for (std::int64_t ow = 0; ow < lo; ++ow) out[ow] = border_max(r, win, p, ow);
         fixed(out, r, lo, hi, -win.pad_w);
         for (std::int64_t ow = hi; ow < p.wo; ++ow) out[ow] = border_max(r, win, p, ow);
         continue;
       }
-      const float* first = x + rows.first * p.w;
+      const T* first = x + rows.first * p.w;
       for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = first[iw];
       for (std::int64_t ih = rows.first + win.dilation_h; ih < rows.end; ih += win.dilation_h) {
-        const float* __restrict row = x + ih * p.w;
+        const T* __restrict row = x + ih * p.w;
         for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = math::max_pool_update(rowmax[iw], row[iw]);
       }
-      float* __restrict out = y + oh * p.wo;
+      T* __restrict out = y + oh * p.wo;
       auto border = [&](std::int64_t ow) {
         const math::MaxSpan cols = math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, p.w);
-        out[ow] = -std::numeric_limits<float>::infinity();
+        out[ow] = -std::numeric_limits<T>::infinity();
         for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
           out[ow] = math::max_pool_update(out[ow], rowmax[iw]);
         }
@@ -225,13 +248,13 @@ void run_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, NoSt
       } else if (win.stride_w == 2) {
         // Even and odd columns apart, so that every tap reads one of them at unit stride: input
         // column 2 * ow + t is even[ow + t / 2] for an even t, odd[ow + (t - 1) / 2] for an odd one.
-        float* __restrict even = rowmax + p.w;
-        float* __restrict odd = even + (p.w + 1) / 2;
+        T* __restrict even = rowmax + p.w;
+        T* __restrict odd = even + (p.w + 1) / 2;
         for (std::int64_t i = 0; i < (p.w + 1) / 2; ++i) even[i] = rowmax[2 * i];
         for (std::int64_t i = 0; i < p.w / 2; ++i) odd[i] = rowmax[2 * i + 1];
         for (std::int64_t j = 0; j < win.kernel_w; ++j) {
           const std::int64_t t = j * win.dilation_w - win.pad_w;
-          const float* src = t % 2 == 0 ? even + t / 2 : odd + (t - 1) / 2;  // t - 1 is even: exact
+          const T* src = t % 2 == 0 ? even + t / 2 : odd + (t - 1) / 2;  // t - 1 is even: exact
           if (j == 0) {
             for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = src[ow];
           } else {
@@ -249,47 +272,53 @@ void run_kernel(const max_pool2d_op<float>&, const Pool2dArgs<float>& args, NoSt
   });
 }
 
-Result<NoState> prepare_kernel(const avg_pool2d_op<float>&, const Pool2dArgs<float>&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const avg_pool2d_op<T>&, const Pool2dArgs<T>&, CpuContext&) {
+  return NoState{};
+}
 
-void run_kernel(const avg_pool2d_op<float>&, const Pool2dArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const avg_pool2d_op<T>&, const Pool2dArgs<T>& args, NoState&, CpuContext& cpu) {
   const Window2d& win = args.window;
-  for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const float* x, float* y, const Planes& p) {
+  for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const T* x, T* y, const Planes& p) {
     for (std::int64_t oh = 0; oh < p.ho; ++oh) {
       const math::AvgSpan rows = math::avg_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, p.h);
       for (std::int64_t ow = 0; ow < p.wo; ++ow) {
         const math::AvgSpan cols = math::avg_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, p.w);
-        float sum = 0.0f;
+        T sum = T(0);
         for (std::int64_t ih = rows.begin; ih < rows.end; ++ih) {
           for (std::int64_t iw = cols.begin; iw < cols.end; ++iw) sum += x[ih * p.w + iw];
         }
         const std::int64_t divisor = math::avg_pool_divisor(rows, cols, args.count_include_pad, args.divisor_override);
-        y[oh * p.wo + ow] = sum / static_cast<float>(divisor);
+        y[oh * p.wo + ow] = sum / static_cast<T>(divisor);
       }
     }
   });
 }
 
-Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<float>&, const Pool2dArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<T>&, const Pool2dArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_kernel(const adaptive_avg_pool2d_op<float>&, const Pool2dArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const adaptive_avg_pool2d_op<T>&, const Pool2dArgs<T>& args, NoState&, CpuContext& cpu) {
   const Planes shape = planes_of(args);
   // A window spans about H/Ho x W/Wo inputs (at least one).
   const std::int64_t window = (shape.h / shape.ho + 1) * (shape.w / shape.wo + 1);
-  for_each_plane(args, window, cpu, [&](const float* x, float* y, const Planes& p) {
+  for_each_plane(args, window, cpu, [&](const T* x, T* y, const Planes& p) {
     for (std::int64_t oh = 0; oh < p.ho; ++oh) {
       const std::int64_t h0 = math::adaptive_begin(oh, p.h, p.ho);
       const std::int64_t h1 = math::adaptive_end(oh, p.h, p.ho);
       for (std::int64_t ow = 0; ow < p.wo; ++ow) {
         const std::int64_t w0 = math::adaptive_begin(ow, p.w, p.wo);
         const std::int64_t w1 = math::adaptive_end(ow, p.w, p.wo);
-        float sum = 0.0f;
+        T sum = T(0);
         for (std::int64_t ih = h0; ih < h1; ++ih) {
           for (std::int64_t iw = w0; iw < w1; ++iw) sum += x[ih * p.w + iw];
         }
         // PyTorch divides by the window's height, then its width.
-        y[oh * p.wo + ow] = sum / static_cast<float>(h1 - h0) / static_cast<float>(w1 - w0);
+        y[oh * p.wo + ow] = sum / static_cast<T>(h1 - h0) / static_cast<T>(w1 - w0);
       }
     }
   });
@@ -299,8 +328,8 @@ void run_kernel(const adaptive_avg_pool2d_op<float>&, const Pool2dArgs<float>& a
 namespace {
 // Runs plane(x, dy, dx) for every plane of a pooling backward, in parallel chunks (planes are
 // independent: a window never reaches into another plane).
-template <class F>
-void for_each_grad_plane(const PoolGradArgs& g, std::int64_t window_elements, CpuContext& cpu, F plane) {
+template <class T, class F>
+void for_each_grad_plane(const PoolGradArgs<T>& g, std::int64_t window_elements, CpuContext& cpu, F plane) {
   if (g.dx.data == nullptr) return;
   const Planes p = planes_of(g.forward);
   parallel_chunks(cpu, p.count, p.ho * p.wo * window_elements + p.h * p.w, [&](std::int64_t begin, std::int64_t end) {
@@ -311,77 +340,79 @@ void for_each_grad_plane(const PoolGradArgs& g, std::int64_t window_elements, Cp
 }
 }  // namespace
 
-Result<NoState> prepare_backward_kernel(const max_pool2d_op<float>&, const PoolGradArgs&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const max_pool2d_op<T>&, const PoolGradArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const max_pool2d_op<float>&, const PoolGradArgs& g, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_backward_kernel(const max_pool2d_op<T>&, const PoolGradArgs<T>& g, NoState&, CpuContext& cpu) {
   const Window2d& win = g.forward.window;
-  for_each_grad_plane(g, win.kernel_h * win.kernel_w, cpu,
-                      [&](const float* x, const float* dy, float* dx, const Planes& p) {
-                        for (std::int64_t oh = 0; oh < p.ho; ++oh) {
-                          const math::MaxSpan rows =
-                              math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
-                          for (std::int64_t ow = 0; ow < p.wo; ++ow) {
-                            const math::MaxSpan cols =
-                                math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, p.w);
-                            if (rows.first >= rows.end || cols.first >= cols.end) continue;
-                            // The forward's winner, found as PyTorch finds it: the first maximum, or the last NaN.
-                            std::int64_t best = rows.first * p.w + cols.first;
-                            float max = -std::numeric_limits<float>::infinity();
-                            for (std::int64_t ih = rows.first; ih < rows.end; ih += win.dilation_h) {
-                              for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
-                                const float v = x[ih * p.w + iw];
-                                if (v > max || v != v) {
-                                  max = v;
-                                  best = ih * p.w + iw;
-                                }
-                              }
-                            }
-                            dx[best] += dy[oh * p.wo + ow];
-                          }
-                        }
-                      });
-}
-
-Result<NoState> prepare_backward_kernel(const avg_pool2d_op<float>&, const PoolGradArgs&, CpuContext&) {
-  return NoState{};
-}
-
-void run_backward_kernel(const avg_pool2d_op<float>&, const PoolGradArgs& g, NoState&, CpuContext& cpu) {
-  const Pool2dArgs<float>& f = g.forward;
-  const Window2d& win = f.window;
-  for_each_grad_plane(
-      g, win.kernel_h * win.kernel_w, cpu, [&](const float*, const float* dy, float* dx, const Planes& p) {
-        for (std::int64_t oh = 0; oh < p.ho; ++oh) {
-          const math::AvgSpan rows = math::avg_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, p.h);
-          for (std::int64_t ow = 0; ow < p.wo; ++ow) {
-            const math::AvgSpan cols = math::avg_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, p.w);
-            const std::int64_t divisor = math::avg_pool_divisor(rows, cols, f.count_include_pad, f.divisor_override);
-            const float share = dy[oh * p.wo + ow] / static_cast<float>(divisor);
-            for (std::int64_t ih = rows.begin; ih < rows.end; ++ih) {
-              for (std::int64_t iw = cols.begin; iw < cols.end; ++iw) dx[ih * p.w + iw] += share;
+  for_each_grad_plane(g, win.kernel_h * win.kernel_w, cpu, [&](const T* x, const T* dy, T* dx, const Planes& p) {
+    for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+      const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
+      for (std::int64_t ow = 0; ow < p.wo; ++ow) {
+        const math::MaxSpan cols = math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, p.w);
+        if (rows.first >= rows.end || cols.first >= cols.end) continue;
+        // The forward's winner, found as PyTorch finds it: the first maximum, or the last NaN.
+        std::int64_t best = rows.first * p.w + cols.first;
+        T max = -std::numeric_limits<T>::infinity();
+        for (std::int64_t ih = rows.first; ih < rows.end; ih += win.dilation_h) {
+          for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
+            const T v = x[ih * p.w + iw];
+            if (v > max || v != v) {
+              max = v;
+              best = ih * p.w + iw;
             }
           }
         }
-      });
+        dx[best] += dy[oh * p.wo + ow];
+      }
+    }
+  });
 }
 
-Result<NoState> prepare_backward_kernel(const adaptive_avg_pool2d_op<float>&, const PoolGradArgs&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const avg_pool2d_op<T>&, const PoolGradArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const adaptive_avg_pool2d_op<float>&, const PoolGradArgs& g, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_backward_kernel(const avg_pool2d_op<T>&, const PoolGradArgs<T>& g, NoState&, CpuContext& cpu) {
+  const Pool2dArgs<T>& f = g.forward;
+  const Window2d& win = f.window;
+  for_each_grad_plane(g, win.kernel_h * win.kernel_w, cpu, [&](const T*, const T* dy, T* dx, const Planes& p) {
+    for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+      const math::AvgSpan rows = math::avg_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, p.h);
+      for (std::int64_t ow = 0; ow < p.wo; ++ow) {
+        const math::AvgSpan cols = math::avg_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, p.w);
+        const std::int64_t divisor = math::avg_pool_divisor(rows, cols, f.count_include_pad, f.divisor_override);
+        const T share = dy[oh * p.wo + ow] / static_cast<T>(divisor);
+        for (std::int64_t ih = rows.begin; ih < rows.end; ++ih) {
+          for (std::int64_t iw = cols.begin; iw < cols.end; ++iw) dx[ih * p.w + iw] += share;
+        }
+      }
+    }
+  });
+}
+
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const adaptive_avg_pool2d_op<T>&, const PoolGradArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+
+template <CpuReal T>
+void run_backward_kernel(const adaptive_avg_pool2d_op<T>&, const PoolGradArgs<T>& g, NoState&, CpuContext& cpu) {
   const Planes shape = planes_of(g.forward);
   const std::int64_t window = (shape.h / shape.ho + 1) * (shape.w / shape.wo + 1);
-  for_each_grad_plane(g, window, cpu, [&](const float*, const float* dy, float* dx, const Planes& p) {
+  for_each_grad_plane(g, window, cpu, [&](const T*, const T* dy, T* dx, const Planes& p) {
     for (std::int64_t oh = 0; oh < p.ho; ++oh) {
       const std::int64_t h0 = math::adaptive_begin(oh, p.h, p.ho);
       const std::int64_t h1 = math::adaptive_end(oh, p.h, p.ho);
       for (std::int64_t ow = 0; ow < p.wo; ++ow) {
         const std::int64_t w0 = math::adaptive_begin(ow, p.w, p.wo);
         const std::int64_t w1 = math::adaptive_end(ow, p.w, p.wo);
-        const float share = dy[oh * p.wo + ow] / static_cast<float>(h1 - h0) / static_cast<float>(w1 - w0);
+        const T share = dy[oh * p.wo + ow] / static_cast<T>(h1 - h0) / static_cast<T>(w1 - w0);
         for (std::int64_t ih = h0; ih < h1; ++ih) {
           for (std::int64_t iw = w0; iw < w1; ++iw) dx[ih * p.w + iw] += share;
         }
@@ -390,5 +421,31 @@ void run_backward_kernel(const adaptive_avg_pool2d_op<float>&, const PoolGradArg
   });
 }
 #endif
+
+// Every kernel above compiled here, once per element type: importers call these instances.
+#define TEENY_CPU_INSTANCES(T)                                                                                  \
+  template Result<NoState> prepare_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>&, CpuContext&);          \
+  template void run_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>&, NoState&, CpuContext&);               \
+  template Result<NoState> prepare_kernel(const avg_pool2d_op<T>&, const Pool2dArgs<T>&, CpuContext&);          \
+  template void run_kernel(const avg_pool2d_op<T>&, const Pool2dArgs<T>&, NoState&, CpuContext&);               \
+  template Result<NoState> prepare_kernel(const adaptive_avg_pool2d_op<T>&, const Pool2dArgs<T>&, CpuContext&); \
+  template void run_kernel(const adaptive_avg_pool2d_op<T>&, const Pool2dArgs<T>&, NoState&, CpuContext&);      \
+  TEENY_CPU_BACKWARD_INSTANCES(T)
+#if TEENY_TRAINING
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                           \
+  template Result<NoState> prepare_backward_kernel(const max_pool2d_op<T>&, const PoolGradArgs<T>&, CpuContext&); \
+  template void run_backward_kernel(const max_pool2d_op<T>&, const PoolGradArgs<T>&, NoState&, CpuContext&);      \
+  template Result<NoState> prepare_backward_kernel(const avg_pool2d_op<T>&, const PoolGradArgs<T>&, CpuContext&); \
+  template void run_backward_kernel(const avg_pool2d_op<T>&, const PoolGradArgs<T>&, NoState&, CpuContext&);      \
+  template Result<NoState> prepare_backward_kernel(const adaptive_avg_pool2d_op<T>&, const PoolGradArgs<T>&,      \
+                                                   CpuContext&);                                                  \
+  template void run_backward_kernel(const adaptive_avg_pool2d_op<T>&, const PoolGradArgs<T>&, NoState&, CpuContext&);
+#else
+#define TEENY_CPU_BACKWARD_INSTANCES(T)
+#endif
+TEENY_CPU_INSTANCES(float)
+TEENY_CPU_INSTANCES(double)
+#undef TEENY_CPU_INSTANCES
+#undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny

@@ -14,18 +14,25 @@ import :context;
 
 export namespace teeny {
 
-Result<NoState> prepare_kernel(const softmax_op<float>& op, const SoftmaxArgs<float>& args, CpuContext& cpu);
-void run_kernel(const softmax_op<float>& op, const SoftmaxArgs<float>& args, NoState& state, CpuContext& cpu);
+// Templates over the element type, compiled here for float and double (see the end of the file).
+template <CpuReal T>
+Result<NoState> prepare_kernel(const softmax_op<T>& op, const SoftmaxArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const softmax_op<T>& op, const SoftmaxArgs<T>& args, NoState& state, CpuContext& cpu);
 
 #if TEENY_TRAINING
-Result<NoState> prepare_backward_kernel(const softmax_op<float>& op,
-                                        const InputGradArgs<SoftmaxArgs<float>, float>& args, CpuContext& cpu);
-void run_backward_kernel(const softmax_op<float>& op, const InputGradArgs<SoftmaxArgs<float>, float>& args,
-                         NoState& state, CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const reduce_op<float>& op, const InputGradArgs<ReduceArgs<float>, float>& args,
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const softmax_op<T>& op, const InputGradArgs<SoftmaxArgs<T>, T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const reduce_op<float>& op, const InputGradArgs<ReduceArgs<float>, float>& args,
-                         NoState& state, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const softmax_op<T>& op, const InputGradArgs<SoftmaxArgs<T>, T>& args, NoState& state,
+                         CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const reduce_op<T>& op, const InputGradArgs<ReduceArgs<T>, T>& args,
+                                        CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const reduce_op<T>& op, const InputGradArgs<ReduceArgs<T>, T>& args, NoState& state,
+                         CpuContext& cpu);
 #endif
 
 /// A reduction's loop nest, worked out once at load: x's dims (size-1 ones dropped) merged into runs
@@ -41,8 +48,10 @@ struct ReducePlan {
   std::int64_t count = 1;  // elements reduced into each output
 };
 
-Result<ReducePlan> prepare_kernel(const reduce_op<float>& op, const ReduceArgs<float>& args, CpuContext& cpu);
-void run_kernel(const reduce_op<float>& op, const ReduceArgs<float>& args, ReducePlan& plan, CpuContext& cpu);
+template <CpuReal T>
+Result<ReducePlan> prepare_kernel(const reduce_op<T>& op, const ReduceArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const reduce_op<T>& op, const ReduceArgs<T>& args, ReducePlan& plan, CpuContext& cpu);
 
 }  // namespace teeny
 
@@ -64,52 +73,54 @@ Tasks split(std::int64_t jobs, std::int64_t work) {
 }
 
 // Softmax of one contiguous row of n elements.
-void softmax_row(const float* x, float* y, std::int64_t n, bool log) {
-  float max = -INFINITY;
+template <class T>
+void softmax_row(const T* x, T* y, std::int64_t n, bool log) {
+  T max = -INFINITY;
   for (std::int64_t i = 0; i < n; ++i) max = math::softmax_max(max, x[i]);
   double sum = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    const float e = math::softmax_exp(x[i], max);
+    const T e = math::softmax_exp(x[i], max);
     if (!log) y[i] = e;
     sum += e;
   }
   if (log) {
-    const auto log_sum = static_cast<float>(std::log(sum));
+    const auto log_sum = static_cast<T>(std::log(sum));
     for (std::int64_t i = 0; i < n; ++i) y[i] = math::log_softmax_value(x[i], max, log_sum);
   } else {
-    const auto inv = static_cast<float>(1.0 / sum);
+    const auto inv = static_cast<T>(1.0 / sum);
     for (std::int64_t i = 0; i < n; ++i) y[i] *= inv;
   }
 }
 
 // Softmax over n rows of `inner` floats, for columns [0, w) of the block at x / y (w <= block).
-void softmax_columns(const float* x, float* y, std::int64_t n, std::int64_t inner, std::int64_t w, bool log) {
-  float max[block];
+template <class T>
+void softmax_columns(const T* x, T* y, std::int64_t n, std::int64_t inner, std::int64_t w, bool log) {
+  T max[block];
   double sum[block];
-  float scale[block];
+  T scale[block];
   for (std::int64_t j = 0; j < w; ++j) {
     max[j] = -INFINITY;
     sum[j] = 0;
   }
   for (std::int64_t i = 0; i < n; ++i) {
-    const float* row = x + i * inner;
+    const T* row = x + i * inner;
     for (std::int64_t j = 0; j < w; ++j) max[j] = math::softmax_max(max[j], row[j]);
   }
   for (std::int64_t i = 0; i < n; ++i) {
-    const float* row = x + i * inner;
-    float* out = y + i * inner;
+    const T* row = x + i * inner;
+    T* out = y + i * inner;
     for (std::int64_t j = 0; j < w; ++j) {
-      const float e = math::softmax_exp(row[j], max[j]);
+      const T e = math::softmax_exp(row[j], max[j]);
       if (!log) out[j] = e;
       sum[j] += e;
     }
   }
   for (std::int64_t j = 0; j < w; ++j) {
-    scale[j] = log ? static_cast<float>(std::log(sum[j])) : static_cast<float>(1.0 / sum[j]);
+    scale[j] = log ? static_cast<T>(std::log(sum[j])) : static_cast<T>(1.0 / sum[j]);
   }
   for (std::int64_t i = 0; i < n; ++i) {
-    const float* row = x + i * inner;
-    float* out = y + i * inner;
+    const T* row = x + i * inner;
+    T* out = y + i * inner;
     if (log) {
       for (std::int64_t j = 0; j < w; ++j) out[j] = math::log_softmax_value(row[j], max[j], scale[j]);
     } else {
@@ -119,8 +130,8 @@ void softmax_columns(const float* x, float* y, std::int64_t n, std::int64_t inne
 }
 
 // Folds every reduced element of the outputs [0, w) at x + base into acc (double accumulators).
-template <ReduceFn F>
-void reduce_into(const float* x, const ReducePlan& p, std::int64_t base, std::int64_t w, double* acc) {
+template <ReduceFn F, class T>
+void reduce_into(const T* x, const ReducePlan& p, std::int64_t base, std::int64_t w, double* acc) {
   for (std::int64_t j = 0; j < w; ++j) acc[j] = math::reduce_identity<F, double>();
   const std::size_t nr = p.reduced_shape.rank();
   if (nr == 0) {  // nothing reduced: a copy
@@ -134,7 +145,7 @@ void reduce_into(const float* x, const ReducePlan& p, std::int64_t base, std::in
   std::int64_t index[max_rank] = {};
   std::int64_t offset = 0;
   for (std::int64_t o = 0; o < outer; ++o) {
-    const float* run = x + base + offset;
+    const T* run = x + base + offset;
     if (w == 1) {
       // Four accumulators: a sum's dependency chain otherwise limits the loop to one add per latency.
       double a[4] = {acc[0], math::reduce_identity<F, double>(), math::reduce_identity<F, double>(),
@@ -147,7 +158,7 @@ void reduce_into(const float* x, const ReducePlan& p, std::int64_t base, std::in
       acc[0] = math::reduce_step<F>(math::reduce_step<F>(a[0], a[1]), math::reduce_step<F>(a[2], a[3]));
     } else {
       for (std::int64_t r = 0; r < n; ++r) {
-        const float* row = run + r * s;
+        const T* row = run + r * s;
         for (std::int64_t j = 0; j < w; ++j) acc[j] = math::reduce_step<F>(acc[j], double{row[j * p.inner_stride]});
       }
     }
@@ -162,8 +173,8 @@ void reduce_into(const float* x, const ReducePlan& p, std::int64_t base, std::in
   }
 }
 
-template <ReduceFn F>
-void run_reduce(const ReduceArgs<float>& args, const ReducePlan& p, CpuContext& cpu) {
+template <ReduceFn F, class T>
+void run_reduce(const ReduceArgs<T>& args, const ReducePlan& p, CpuContext& cpu) {
   const std::int64_t blocks = (p.inner + block - 1) / block;
   const std::int64_t jobs = p.rows * blocks;
   const Tasks tasks = split(jobs, p.count * std::min(p.inner, block));
@@ -182,16 +193,20 @@ void run_reduce(const ReduceArgs<float>& args, const ReducePlan& p, CpuContext& 
         rest /= p.row_shape[d];
       }
       reduce_into<F>(args.x.data, p, base, w, acc);
-      float* out = args.y.data + row * p.inner + col;
-      for (std::int64_t j = 0; j < w; ++j) out[j] = static_cast<float>(math::reduce_finish<F>(acc[j], p.count));
+      T* out = args.y.data + row * p.inner + col;
+      for (std::int64_t j = 0; j < w; ++j) out[j] = static_cast<T>(math::reduce_finish<F>(acc[j], p.count));
     }
   });
 }
 }  // namespace
 
-Result<NoState> prepare_kernel(const softmax_op<float>&, const SoftmaxArgs<float>&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const softmax_op<T>&, const SoftmaxArgs<T>&, CpuContext&) {
+  return NoState{};
+}
 
-void run_kernel(const softmax_op<float>&, const SoftmaxArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const softmax_op<T>&, const SoftmaxArgs<T>& args, NoState&, CpuContext& cpu) {
   const std::int64_t n = args.n;
   const std::int64_t inner = args.inner;
   if (inner == 1) {  // rows are contiguous
@@ -218,7 +233,8 @@ void run_kernel(const softmax_op<float>&, const SoftmaxArgs<float>& args, NoStat
   });
 }
 
-Result<ReducePlan> prepare_kernel(const reduce_op<float>&, const ReduceArgs<float>& args, CpuContext&) {
+template <CpuReal T>
+Result<ReducePlan> prepare_kernel(const reduce_op<T>&, const ReduceArgs<T>& args, CpuContext&) {
   // Runs of x's dims: (size, stride, reduced), size-1 dims dropped, neighbours merged when their
   // elements are evenly spaced in memory.
   struct Run {
@@ -263,7 +279,8 @@ Result<ReducePlan> prepare_kernel(const reduce_op<float>&, const ReduceArgs<floa
   return p;
 }
 
-void run_kernel(const reduce_op<float>&, const ReduceArgs<float>& args, ReducePlan& plan, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const reduce_op<T>&, const ReduceArgs<T>& args, ReducePlan& plan, CpuContext& cpu) {
   if (plan.rows * plan.inner == 0) return;
   switch (args.fn) {
     case ReduceFn::sum: return run_reduce<ReduceFn::sum>(args, plan, cpu);
@@ -273,15 +290,15 @@ void run_kernel(const reduce_op<float>&, const ReduceArgs<float>& args, ReducePl
 }
 
 #if TEENY_TRAINING
-Result<NoState> prepare_backward_kernel(const softmax_op<float>&, const InputGradArgs<SoftmaxArgs<float>, float>&,
-                                        CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const softmax_op<T>&, const InputGradArgs<SoftmaxArgs<T>, T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const softmax_op<float>&, const InputGradArgs<SoftmaxArgs<float>, float>& g, NoState&,
-                         CpuContext& cpu) {
+template <CpuReal T>
+void run_backward_kernel(const softmax_op<T>&, const InputGradArgs<SoftmaxArgs<T>, T>& g, NoState&, CpuContext& cpu) {
   if (g.dx.data == nullptr) return;
-  const SoftmaxArgs<float>& f = g.forward;
+  const SoftmaxArgs<T>& f = g.forward;
   const std::int64_t n = f.n;
   const std::int64_t inner = f.inner;
   // One (outer, inner) line along the axis at a time: softmax needs sum(dy * y) over it,
@@ -289,12 +306,12 @@ void run_backward_kernel(const softmax_op<float>&, const InputGradArgs<SoftmaxAr
   parallel_chunks(cpu, f.outer * inner, 2 * n, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t line = begin; line < end; ++line) {
       const std::int64_t base = (line / inner) * n * inner + line % inner;
-      const float* y = f.y.data + base;
-      const float* dy = g.dy.data + base;
-      float* dx = g.dx.data + base;
+      const T* y = f.y.data + base;
+      const T* dy = g.dy.data + base;
+      T* dx = g.dx.data + base;
       double sum = 0;
       for (std::int64_t i = 0; i < n; ++i) sum += f.log ? dy[i * inner] : dy[i * inner] * y[i * inner];
-      const auto s = static_cast<float>(sum);
+      const auto s = static_cast<T>(sum);
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t k = i * inner;
         dx[k] += f.log ? dy[k] - std::exp(y[k]) * s : y[k] * (dy[k] - s);
@@ -303,20 +320,21 @@ void run_backward_kernel(const softmax_op<float>&, const InputGradArgs<SoftmaxAr
   });
 }
 
-Result<NoState> prepare_backward_kernel(const reduce_op<float>&, const InputGradArgs<ReduceArgs<float>, float>& g,
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>& g,
                                         CpuContext& cpu) {
   // amax counts the elements equal to each maximum first: one float per output.
   if (g.forward.fn == ReduceFn::max &&
-      !cpu.reserve_scratch(static_cast<std::size_t>(g.forward.y.numel()) * sizeof(float))) {
+      !cpu.reserve_scratch(static_cast<std::size_t>(g.forward.y.numel()) * sizeof(T))) {
     return fail(Errc::out_of_memory, "cannot allocate amax's tie counts");
   }
   return NoState{};
 }
 
-void run_backward_kernel(const reduce_op<float>&, const InputGradArgs<ReduceArgs<float>, float>& g, NoState&,
-                         CpuContext& cpu) {
+template <CpuReal T>
+void run_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>& g, NoState&, CpuContext& cpu) {
   if (g.dx.data == nullptr) return;
-  const ReduceArgs<float>& f = g.forward;
+  const ReduceArgs<T>& f = g.forward;
   const ConcreteShape& shape = f.x.shape;
   const std::size_t rank = shape.rank();
   const std::int64_t numel = shape.numel();
@@ -349,15 +367,15 @@ void run_backward_kernel(const reduce_op<float>&, const InputGradArgs<ReduceArgs
       walk([&](std::int64_t, std::int64_t oy, std::int64_t i) { g.dx.data[i] += g.dy.data[oy]; });
       break;
     case ReduceFn::mean: {
-      const auto scale = 1.0f / static_cast<float>(count);
+      const auto scale = T(1) / static_cast<T>(count);
       walk([&](std::int64_t, std::int64_t oy, std::int64_t i) { g.dx.data[i] += g.dy.data[oy] * scale; });
       break;
     }
     case ReduceFn::max: {
-      float* ties = cpu.scratch(0);
+      T* ties = cpu.scratch_as<T>(0);
       for (std::int64_t j = 0; j < f.y.numel(); ++j) ties[j] = 0;
       walk([&](std::int64_t ox, std::int64_t oy, std::int64_t) {
-        ties[oy] += f.x.data[ox] == f.y.data[oy] ? 1.0f : 0.0f;
+        ties[oy] += f.x.data[ox] == f.y.data[oy] ? T(1) : T(0);
       });
       walk([&](std::int64_t ox, std::int64_t oy, std::int64_t i) {
         if (f.x.data[ox] == f.y.data[oy]) g.dx.data[i] += g.dy.data[oy] / ties[oy];
@@ -367,5 +385,29 @@ void run_backward_kernel(const reduce_op<float>&, const InputGradArgs<ReduceArgs
   }
 }
 #endif
+
+// Every kernel above compiled here, once per element type: importers call these instances.
+#define TEENY_CPU_INSTANCES(T)                                                                        \
+  template Result<NoState> prepare_kernel(const softmax_op<T>&, const SoftmaxArgs<T>&, CpuContext&);  \
+  template void run_kernel(const softmax_op<T>&, const SoftmaxArgs<T>&, NoState&, CpuContext&);       \
+  template Result<ReducePlan> prepare_kernel(const reduce_op<T>&, const ReduceArgs<T>&, CpuContext&); \
+  template void run_kernel(const reduce_op<T>&, const ReduceArgs<T>&, ReducePlan&, CpuContext&);      \
+  TEENY_CPU_BACKWARD_INSTANCES(T)
+#if TEENY_TRAINING
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                           \
+  template Result<NoState> prepare_backward_kernel(const softmax_op<T>&, const InputGradArgs<SoftmaxArgs<T>, T>&, \
+                                                   CpuContext&);                                                  \
+  template void run_backward_kernel(const softmax_op<T>&, const InputGradArgs<SoftmaxArgs<T>, T>&, NoState&,      \
+                                    CpuContext&);                                                                 \
+  template Result<NoState> prepare_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>&,   \
+                                                   CpuContext&);                                                  \
+  template void run_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>&, NoState&, CpuContext&);
+#else
+#define TEENY_CPU_BACKWARD_INSTANCES(T)
+#endif
+TEENY_CPU_INSTANCES(float)
+TEENY_CPU_INSTANCES(double)
+#undef TEENY_CPU_INSTANCES
+#undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny

@@ -1,5 +1,5 @@
 // teeny.cpu:sequence — CPU kernels of embedding_op (a row gather) and attention_op (scaled
-// dot-product attention on the GEMM, one block of query rows per task).
+// dot-product attention on the GEMM, one block of query rows per task; dgemm in f64).
 module;
 #include <algorithm>
 #include <cmath>
@@ -17,22 +17,28 @@ import :context;
 
 export namespace teeny {
 
-Result<NoState> prepare_kernel(const embedding_op<float>& op, const EmbeddingArgs<float>& args, CpuContext& cpu);
+// Templates over the element type, compiled here for float and double (see the end of the file).
+template <CpuReal T>
+Result<NoState> prepare_kernel(const embedding_op<T>& op, const EmbeddingArgs<T>& args, CpuContext& cpu);
 /// An index outside [0, num_embeddings) gives a row of zeros (PyTorch raises; a kernel cannot).
-void run_kernel(const embedding_op<float>& op, const EmbeddingArgs<float>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const embedding_op<T>& op, const EmbeddingArgs<T>& args, NoState& state, CpuContext& cpu);
 #if TEENY_TRAINING
-Result<NoState> prepare_backward_kernel(const embedding_op<float>& op, const EmbeddingBackwardArgs<float>& args,
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const embedding_op<T>& op, const EmbeddingBackwardArgs<T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const embedding_op<float>& op, const EmbeddingBackwardArgs<float>& args, NoState& state,
+template <CpuReal T>
+void run_backward_kernel(const embedding_op<T>& op, const EmbeddingBackwardArgs<T>& args, NoState& state,
                          CpuContext& cpu);
 #endif
 
 struct AttentionState {
   std::int64_t block_rows = 1;  // query rows per task; its scores (block_rows x S) live in the CPU scratch
 };
-Result<AttentionState> prepare_kernel(const attention_op<float>& op, const AttentionArgs<float>& args, CpuContext& cpu);
-void run_kernel(const attention_op<float>& op, const AttentionArgs<float>& args, AttentionState& state,
-                CpuContext& cpu);
+template <CpuReal T>
+Result<AttentionState> prepare_kernel(const attention_op<T>& op, const AttentionArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const attention_op<T>& op, const AttentionArgs<T>& args, AttentionState& state, CpuContext& cpu);
 
 }  // namespace teeny
 
@@ -41,8 +47,8 @@ namespace {
 constexpr std::int64_t chunk = 1 << 14;  // elements per task: big enough to amortise a wake-up
 constexpr std::int64_t max_block_rows = 64;
 
-template <class I>
-void gather_rows(const I* indices, const EmbeddingArgs<float>& args, CpuContext& cpu) {
+template <class I, class T>
+void gather_rows(const I* indices, const EmbeddingArgs<T>& args, CpuContext& cpu) {
   const std::int64_t rows = args.weight.shape[0];
   const std::int64_t dim = args.weight.shape[1];
   const std::int64_t count = args.count;
@@ -55,26 +61,28 @@ void gather_rows(const I* indices, const EmbeddingArgs<float>& args, CpuContext&
       const I index = indices[i];
       // A negative index wraps to a huge unsigned one: one comparison checks both ends.
       const bool valid = static_cast<std::uint64_t>(index) < static_cast<std::uint64_t>(rows);
-      float* out = args.y.data + i * dim;
+      T* out = args.y.data + i * dim;
       if (valid) {
-        const float* src = args.weight.data + static_cast<std::int64_t>(index) * args.weight.strides[0];
-        std::memcpy(out, src, sizeof(float) * static_cast<std::size_t>(dim));
+        const T* src = args.weight.data + static_cast<std::int64_t>(index) * args.weight.strides[0];
+        std::memcpy(out, src, sizeof(T) * static_cast<std::size_t>(dim));
       } else {
-        std::fill(out, out + dim, 0.0f);
+        std::fill(out, out + dim, T(0));
       }
     }
   });
 }
 }  // namespace
 
-Result<NoState> prepare_kernel(const embedding_op<float>&, const EmbeddingArgs<float>& args, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_kernel(const embedding_op<T>&, const EmbeddingArgs<T>& args, CpuContext&) {
   if (args.weight.rank() != 2 || args.weight.strides[1] != 1) {
     return fail(Errc::unsupported, "embedding weight ", args.weight.shape, " must be a contiguous matrix");
   }
   return NoState{};
 }
 
-void run_kernel(const embedding_op<float>&, const EmbeddingArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const embedding_op<T>&, const EmbeddingArgs<T>& args, NoState&, CpuContext& cpu) {
   visit_dtype(args.index_dtype, [&]<class I>(std::type_identity<I>) {
     if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
       gather_rows(static_cast<const I*>(args.indices), args, cpu);
@@ -82,19 +90,21 @@ void run_kernel(const embedding_op<float>&, const EmbeddingArgs<float>& args, No
   });
 }
 
-Result<AttentionState> prepare_kernel(const attention_op<float>&, const AttentionArgs<float>& args, CpuContext& cpu) {
+template <CpuReal T>
+Result<AttentionState> prepare_kernel(const attention_op<T>&, const AttentionArgs<T>& args, CpuContext& cpu) {
   const std::size_t r = args.y.rank();
   AttentionState state;
   state.block_rows = std::clamp<std::int64_t>(args.q.shape[r - 2], 1, max_block_rows);
   const auto keys = static_cast<std::size_t>(args.k.shape[r - 2]);
-  if (!cpu.reserve_scratch(static_cast<std::size_t>(state.block_rows) * keys * sizeof(float))) {
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(state.block_rows) * keys * sizeof(T))) {
     return fail(Errc::out_of_memory, "cannot allocate attention scores of ", state.block_rows, "x", keys,
                 " per thread");
   }
   return state;
 }
 
-void run_kernel(const attention_op<float>&, const AttentionArgs<float>& args, AttentionState& state, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const attention_op<T>&, const AttentionArgs<T>& args, AttentionState& state, CpuContext& cpu) {
   const std::size_t r = args.y.rank();
   const std::int64_t l = args.q.shape[r - 2];
   const std::int64_t e = args.q.shape[r - 1];
@@ -108,8 +118,8 @@ void run_kernel(const attention_op<float>&, const AttentionArgs<float>& args, At
   const auto lq = static_cast<std::size_t>(args.q.strides[r - 2]);
   const auto lk = static_cast<std::size_t>(args.k.strides[r - 2]);
   const auto lv = static_cast<std::size_t>(args.v.strides[r - 2]);
-  const float scale = args.scale;
-  const cpu::Epilogue none;
+  const T scale = args.scale;
+  const cpu::GemmEpilogue<T> none;
   // One task per block of query rows of one batch entry: the GEMMs inside run on its thread.
   cpu.pool().parallel_for(static_cast<std::size_t>(batches * blocks), [&](std::size_t job, std::size_t worker) {
     const auto batch = static_cast<std::int64_t>(job) / blocks;
@@ -126,22 +136,22 @@ void run_kernel(const attention_op<float>&, const AttentionArgs<float>& args, At
       ok += coordinate * args.k.strides[d];
       ov += coordinate * args.v.strides[d];
     }
-    float* out = args.y.data + (batch * l + r0) * ev;
+    T* out = args.y.data + (batch * l + r0) * ev;
     // Causal: row i sees keys 0..i, so the block needs no key past its last row.
     const std::int64_t keys = args.causal ? std::min(s, r1) : s;
     const auto m = static_cast<std::size_t>(r1 - r0);
     if (keys == 0) {
-      std::fill(out, out + (r1 - r0) * ev, 0.0f);
+      std::fill(out, out + (r1 - r0) * ev, T(0));
       return;
     }
-    float* scores = cpu.scratch(worker);
+    T* scores = cpu.scratch_as<T>(worker);
     const auto n = static_cast<std::size_t>(keys);
-    cpu::sgemm({m, n, static_cast<std::size_t>(e)}, args.q.data + oq, lq, false, args.k.data + ok, lk, true, scores, n,
-               none, cpu.pool());
+    cpu::gemm({m, n, static_cast<std::size_t>(e)}, args.q.data + oq, lq, false, args.k.data + ok, lk, true, scores, n,
+              none, cpu.pool());
     for (std::int64_t i = 0; i < r1 - r0; ++i) {
-      float* row = scores + i * keys;
+      T* row = scores + i * keys;
       const std::int64_t visible = args.causal ? std::min(keys, r0 + i + 1) : keys;
-      float max = -INFINITY;
+      T max = -INFINITY;
       for (std::int64_t j = 0; j < visible; ++j) {
         row[j] *= scale;  // rounded like PyTorch's (q k^T) * scale
         max = math::softmax_max(max, row[j]);
@@ -151,21 +161,23 @@ void run_kernel(const attention_op<float>&, const AttentionArgs<float>& args, At
         row[j] = math::softmax_exp(row[j], max);
         sum += row[j];
       }
-      const auto inv = static_cast<float>(1.0 / sum);
+      const auto inv = static_cast<T>(1.0 / sum);
       for (std::int64_t j = 0; j < visible; ++j) row[j] *= inv;
-      std::fill(row + visible, row + keys, 0.0f);  // masked: weight 0
+      std::fill(row + visible, row + keys, T(0));  // masked: weight 0
     }
-    cpu::sgemm({m, static_cast<std::size_t>(ev), n}, scores, n, false, args.v.data + ov, lv, false, out,
-               static_cast<std::size_t>(ev), none, cpu.pool());
+    cpu::gemm({m, static_cast<std::size_t>(ev), n}, scores, n, false, args.v.data + ov, lv, false, out,
+              static_cast<std::size_t>(ev), none, cpu.pool());
   });
 }
 
 #if TEENY_TRAINING
-Result<NoState> prepare_backward_kernel(const embedding_op<float>&, const EmbeddingBackwardArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const embedding_op<T>&, const EmbeddingBackwardArgs<T>&, CpuContext&) {
   return NoState{};
 }
 
-void run_backward_kernel(const embedding_op<float>&, const EmbeddingBackwardArgs<float>& g, NoState&, CpuContext&) {
+template <CpuReal T>
+void run_backward_kernel(const embedding_op<T>&, const EmbeddingBackwardArgs<T>& g, NoState&, CpuContext&) {
   if (g.dweight.data == nullptr) return;
   const std::int64_t rows = g.forward.weight.shape[0];
   const std::int64_t dim = g.forward.weight.shape[1];
@@ -176,13 +188,33 @@ void run_backward_kernel(const embedding_op<float>&, const EmbeddingBackwardArgs
       for (std::int64_t i = 0; i < g.forward.count; ++i) {
         const auto index = static_cast<std::int64_t>(indices[i]);
         if (index < 0 || index >= rows || index == g.padding_idx) continue;
-        float* dst = g.dweight.data + index * g.dweight.strides[0];
-        const float* src = g.dy.data + i * dim;
+        T* dst = g.dweight.data + index * g.dweight.strides[0];
+        const T* src = g.dy.data + i * dim;
         for (std::int64_t k = 0; k < dim; ++k) dst[k] += src[k];
       }
     }
   });
 }
 #endif
+
+// Every kernel above compiled here, once per element type: importers call these instances.
+#define TEENY_CPU_INSTANCES(T)                                                                                  \
+  template Result<NoState> prepare_kernel(const embedding_op<T>&, const EmbeddingArgs<T>&, CpuContext&);        \
+  template void run_kernel(const embedding_op<T>&, const EmbeddingArgs<T>&, NoState&, CpuContext&);             \
+  template Result<AttentionState> prepare_kernel(const attention_op<T>&, const AttentionArgs<T>&, CpuContext&); \
+  template void run_kernel(const attention_op<T>&, const AttentionArgs<T>&, AttentionState&, CpuContext&);      \
+  TEENY_CPU_BACKWARD_INSTANCES(T)
+#if TEENY_TRAINING
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                     \
+  template Result<NoState> prepare_backward_kernel(const embedding_op<T>&, const EmbeddingBackwardArgs<T>&, \
+                                                   CpuContext&);                                            \
+  template void run_backward_kernel(const embedding_op<T>&, const EmbeddingBackwardArgs<T>&, NoState&, CpuContext&);
+#else
+#define TEENY_CPU_BACKWARD_INSTANCES(T)
+#endif
+TEENY_CPU_INSTANCES(float)
+TEENY_CPU_INSTANCES(double)
+#undef TEENY_CPU_INSTANCES
+#undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny

@@ -18,43 +18,67 @@ import :context;
 
 export namespace teeny {
 
-Result<NoState> prepare_kernel(const reshape_op<float>& op, const CopyArgs<float>& args, CpuContext& cpu);
-void run_kernel(const reshape_op<float>& op, const CopyArgs<float>& args, NoState& state, CpuContext& cpu);
+// Templates over the element type, compiled here for float and double (see the end of the file).
+template <CpuReal T>
+Result<NoState> prepare_kernel(const reshape_op<T>& op, const CopyArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const reshape_op<T>& op, const CopyArgs<T>& args, NoState& state, CpuContext& cpu);
 
 #if TEENY_TRAINING
-using StridedCopyGradArgs = InputGradArgs<StridedCopyArgs<float>, float>;
-Result<NoState> prepare_backward_kernel(const permute_op<float>& op, const StridedCopyGradArgs& args, CpuContext& cpu);
-void run_backward_kernel(const permute_op<float>& op, const StridedCopyGradArgs& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const slice_op<float>& op, const StridedCopyGradArgs& args, CpuContext& cpu);
-void run_backward_kernel(const slice_op<float>& op, const StridedCopyGradArgs& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const concat_op<float>& op, const StridedCopyGradArgs& args, CpuContext& cpu);
-void run_backward_kernel(const concat_op<float>& op, const StridedCopyGradArgs& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_backward_kernel(const reshape_op<float>& op, const InputGradArgs<CopyArgs<float>, float>& args,
+template <class T>
+using StridedCopyGradArgs = InputGradArgs<StridedCopyArgs<T>, T>;
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const permute_op<T>& op, const StridedCopyGradArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const permute_op<T>& op, const StridedCopyGradArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const slice_op<T>& op, const StridedCopyGradArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const slice_op<T>& op, const StridedCopyGradArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const concat_op<T>& op, const StridedCopyGradArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const concat_op<T>& op, const StridedCopyGradArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const reshape_op<T>& op, const InputGradArgs<CopyArgs<T>, T>& args,
                                         CpuContext& cpu);
-void run_backward_kernel(const reshape_op<float>& op, const InputGradArgs<CopyArgs<float>, float>& args, NoState& state,
+template <CpuReal T>
+void run_backward_kernel(const reshape_op<T>& op, const InputGradArgs<CopyArgs<T>, T>& args, NoState& state,
                          CpuContext& cpu);
 #endif
 
-Result<NoState> prepare_kernel(const permute_op<float>& op, const StridedCopyArgs<float>& args, CpuContext& cpu);
-void run_kernel(const permute_op<float>& op, const StridedCopyArgs<float>& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_kernel(const slice_op<float>& op, const StridedCopyArgs<float>& args, CpuContext& cpu);
-void run_kernel(const slice_op<float>& op, const StridedCopyArgs<float>& args, NoState& state, CpuContext& cpu);
-Result<NoState> prepare_kernel(const concat_op<float>& op, const StridedCopyArgs<float>& args, CpuContext& cpu);
-void run_kernel(const concat_op<float>& op, const StridedCopyArgs<float>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const permute_op<T>& op, const StridedCopyArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const permute_op<T>& op, const StridedCopyArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const slice_op<T>& op, const StridedCopyArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const slice_op<T>& op, const StridedCopyArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const concat_op<T>& op, const StridedCopyArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const concat_op<T>& op, const StridedCopyArgs<T>& args, NoState& state, CpuContext& cpu);
 
-Result<NoState> prepare_kernel(const pad_op<float>& op, const PadArgs<float>& args, CpuContext& cpu);
-void run_kernel(const pad_op<float>& op, const PadArgs<float>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const pad_op<T>& op, const PadArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const pad_op<T>& op, const PadArgs<T>& args, NoState& state, CpuContext& cpu);
 
 /// The input row and column each output row and column of a nearest upsampling reads.
 struct UpsampleState {
   std::vector<std::int64_t> src_h;
   std::vector<std::int64_t> src_w;
 };
-Result<UpsampleState> prepare_kernel(const upsample_op<float>& op, const UpsampleArgs<float>& args, CpuContext& cpu);
-void run_kernel(const upsample_op<float>& op, const UpsampleArgs<float>& args, UpsampleState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<UpsampleState> prepare_kernel(const upsample_op<T>& op, const UpsampleArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const upsample_op<T>& op, const UpsampleArgs<T>& args, UpsampleState& state, CpuContext& cpu);
 
-Result<NoState> prepare_kernel(const cast_op<float>& op, const CastArgs& args, CpuContext& cpu);
-void run_kernel(const cast_op<float>& op, const CastArgs& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const cast_op<T>& op, const CastArgs& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const cast_op<T>& op, const CastArgs& args, NoState& state, CpuContext& cpu);
 
 }  // namespace teeny
 
@@ -76,7 +100,8 @@ Tasks split_rows(std::int64_t rows, std::int64_t inner) {
 
 // y = x elementwise over one shape, each read or written through its own strides. Dims are merged
 // where both views are evenly spaced across them; rows of the innermost dim go to the pool.
-void strided_copy(const TensorView<const float>& x, const TensorView<float>& y, CpuContext& cpu) {
+template <class T>
+void strided_copy(const TensorView<const T>& x, const TensorView<T>& y, CpuContext& cpu) {
   if (y.numel() == 0) return;
   std::int64_t shape[max_rank];
   std::int64_t sx[max_rank];
@@ -116,10 +141,10 @@ void strided_copy(const TensorView<const float>& x, const TensorView<float>& y, 
         ox += coordinate * sx[d];
         oy += coordinate * sy[d];
       }
-      const float* src = x.data + ox;
-      float* dst = y.data + oy;
+      const T* src = x.data + ox;
+      T* dst = y.data + oy;
       if (ix == 1 && iy == 1) {
-        std::memcpy(dst, src, sizeof(float) * static_cast<std::size_t>(inner));
+        std::memcpy(dst, src, sizeof(T) * static_cast<std::size_t>(inner));
       } else {
         for (std::int64_t j = 0; j < inner; ++j) dst[j * iy] = src[j * ix];
       }
@@ -128,34 +153,50 @@ void strided_copy(const TensorView<const float>& x, const TensorView<float>& y, 
 }
 }  // namespace
 
-Result<NoState> prepare_kernel(const reshape_op<float>&, const CopyArgs<float>&, CpuContext&) { return NoState{}; }
-
-void run_kernel(const reshape_op<float>&, const CopyArgs<float>& args, NoState&, CpuContext&) {
-  if (args.x.data != args.y.data) std::memcpy(args.y.data, args.x.data, sizeof(float) * args.y.numel());
-}
-
-Result<NoState> prepare_kernel(const permute_op<float>&, const StridedCopyArgs<float>&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_kernel(const reshape_op<T>&, const CopyArgs<T>&, CpuContext&) {
   return NoState{};
 }
-void run_kernel(const permute_op<float>&, const StridedCopyArgs<float>& args, NoState&, CpuContext& cpu) {
-  strided_copy(args.x, args.y, cpu);
+
+template <CpuReal T>
+void run_kernel(const reshape_op<T>&, const CopyArgs<T>& args, NoState&, CpuContext&) {
+  if (args.x.data != args.y.data) std::memcpy(args.y.data, args.x.data, sizeof(T) * args.y.numel());
 }
-Result<NoState> prepare_kernel(const slice_op<float>&, const StridedCopyArgs<float>&, CpuContext&) { return NoState{}; }
-void run_kernel(const slice_op<float>&, const StridedCopyArgs<float>& args, NoState&, CpuContext& cpu) {
-  strided_copy(args.x, args.y, cpu);
-}
-Result<NoState> prepare_kernel(const concat_op<float>&, const StridedCopyArgs<float>&, CpuContext&) {
+
+template <CpuReal T>
+Result<NoState> prepare_kernel(const permute_op<T>&, const StridedCopyArgs<T>&, CpuContext&) {
   return NoState{};
 }
-void run_kernel(const concat_op<float>&, const StridedCopyArgs<float>& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const permute_op<T>&, const StridedCopyArgs<T>& args, NoState&, CpuContext& cpu) {
+  strided_copy(args.x, args.y, cpu);
+}
+template <CpuReal T>
+Result<NoState> prepare_kernel(const slice_op<T>&, const StridedCopyArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+template <CpuReal T>
+void run_kernel(const slice_op<T>&, const StridedCopyArgs<T>& args, NoState&, CpuContext& cpu) {
+  strided_copy(args.x, args.y, cpu);
+}
+template <CpuReal T>
+Result<NoState> prepare_kernel(const concat_op<T>&, const StridedCopyArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+template <CpuReal T>
+void run_kernel(const concat_op<T>&, const StridedCopyArgs<T>& args, NoState&, CpuContext& cpu) {
   strided_copy(args.x, args.y, cpu);
 }
 
-Result<NoState> prepare_kernel(const pad_op<float>&, const PadArgs<float>&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const pad_op<T>&, const PadArgs<T>&, CpuContext&) {
+  return NoState{};
+}
 
-void run_kernel(const pad_op<float>&, const PadArgs<float>& args, NoState&, CpuContext& cpu) {
-  const TensorView<const float>& x = args.x;
-  const TensorView<float>& y = args.y;
+template <CpuReal T>
+void run_kernel(const pad_op<T>&, const PadArgs<T>& args, NoState&, CpuContext& cpu) {
+  const TensorView<const T>& x = args.x;
+  const TensorView<T>& y = args.y;
   const std::size_t rank = y.rank();
   if (y.numel() == 0) return;
   if (rank == 0) {
@@ -168,7 +209,7 @@ void run_kernel(const pad_op<float>&, const PadArgs<float>& args, NoState&, CpuC
   const std::int64_t before = args.before[rank - 1];
   const std::int64_t stride = x.strides[rank - 1];
   const math::PadKind kind = args.kind;
-  const float value = args.value;
+  const T value = args.value;
   // The columns [lo, hi) that read the input row; constant padding fills the rest.
   const std::int64_t lo = std::clamp<std::int64_t>(before, 0, inner);
   const std::int64_t hi = std::clamp<std::int64_t>(before + n, lo, inner);
@@ -177,7 +218,7 @@ void run_kernel(const pad_op<float>&, const PadArgs<float>& args, NoState&, CpuC
     const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
     const std::int64_t last = std::min(rows, first + tasks.per_task);
     for (std::int64_t row = first; row < last; ++row) {
-      float* out = y.data + row * inner;
+      T* out = y.data + row * inner;
       std::int64_t rest = row;
       std::int64_t offset = 0;
       bool fill = false;
@@ -191,7 +232,7 @@ void run_kernel(const pad_op<float>&, const PadArgs<float>& args, NoState&, CpuC
         std::fill(out, out + inner, value);
         continue;
       }
-      const float* in = x.data + offset;
+      const T* in = x.data + offset;
       if (kind == math::PadKind::constant) {
         std::fill(out, out + lo, value);
         for (std::int64_t j = lo; j < hi; ++j) out[j] = in[(j - before) * stride];
@@ -203,7 +244,8 @@ void run_kernel(const pad_op<float>&, const PadArgs<float>& args, NoState&, CpuC
   });
 }
 
-Result<UpsampleState> prepare_kernel(const upsample_op<float>&, const UpsampleArgs<float>& args, CpuContext&) {
+template <CpuReal T>
+Result<UpsampleState> prepare_kernel(const upsample_op<T>&, const UpsampleArgs<T>& args, CpuContext&) {
   UpsampleState state;
   const std::int64_t h = args.x.shape[2];
   const std::int64_t w = args.x.shape[3];
@@ -216,8 +258,9 @@ Result<UpsampleState> prepare_kernel(const upsample_op<float>&, const UpsampleAr
   return state;
 }
 
-void run_kernel(const upsample_op<float>&, const UpsampleArgs<float>& args, UpsampleState& state, CpuContext& cpu) {
-  const TensorView<const float>& x = args.x;
+template <CpuReal T>
+void run_kernel(const upsample_op<T>&, const UpsampleArgs<T>& args, UpsampleState& state, CpuContext& cpu) {
+  const TensorView<const T>& x = args.x;
   const std::int64_t channels = args.y.shape[1];
   const std::int64_t oh = args.y.shape[2];
   const std::int64_t ow = args.y.shape[3];
@@ -229,17 +272,21 @@ void run_kernel(const upsample_op<float>&, const UpsampleArgs<float>& args, Upsa
     const std::int64_t last = std::min(rows, first + tasks.per_task);
     for (std::int64_t row = first; row < last; ++row) {
       const std::int64_t plane = row / oh;
-      const float* in = x.data + (plane / channels) * x.strides[0] + (plane % channels) * x.strides[1] +
-                        state.src_h[static_cast<std::size_t>(row % oh)] * x.strides[2];
-      float* out = args.y.data + row * ow;
+      const T* in = x.data + (plane / channels) * x.strides[0] + (plane % channels) * x.strides[1] +
+                    state.src_h[static_cast<std::size_t>(row % oh)] * x.strides[2];
+      T* out = args.y.data + row * ow;
       for (std::int64_t j = 0; j < ow; ++j) out[j] = in[state.src_w[static_cast<std::size_t>(j)] * x.strides[3]];
     }
   });
 }
 
-Result<NoState> prepare_kernel(const cast_op<float>&, const CastArgs&, CpuContext&) { return NoState{}; }
+template <CpuReal T>
+Result<NoState> prepare_kernel(const cast_op<T>&, const CastArgs&, CpuContext&) {
+  return NoState{};
+}
 
-void run_kernel(const cast_op<float>&, const CastArgs& args, NoState&, CpuContext& cpu) {
+template <CpuReal T>
+void run_kernel(const cast_op<T>&, const CastArgs& args, NoState&, CpuContext& cpu) {
   const std::int64_t n = args.n;
   const Tasks tasks = split_rows(n, 1);
   // One loop per (from, to) pair, the conversion known at compile time.
@@ -257,15 +304,16 @@ void run_kernel(const cast_op<float>&, const CastArgs& args, NoState&, CpuContex
 }
 
 #if TEENY_TRAINING
-Result<NoState> prepare_backward_kernel(const reshape_op<float>&, const InputGradArgs<CopyArgs<float>, float>&,
-                                        CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const reshape_op<T>&, const InputGradArgs<CopyArgs<T>, T>&, CpuContext&) {
   return NoState{};
 }
 
 namespace {
 // dx += dy, both read through their strides over dy's shape (the transpose of a strided copy), in
 // order on one thread.
-void strided_add(const StridedCopyGradArgs& g) {
+template <class T>
+void strided_add(const StridedCopyGradArgs<T>& g) {
   if (g.dx.data == nullptr) return;
   const ConcreteShape& shape = g.dy.shape;
   const std::size_t rank = shape.rank();
@@ -287,31 +335,74 @@ void strided_add(const StridedCopyGradArgs& g) {
 }
 }  // namespace
 
-Result<NoState> prepare_backward_kernel(const permute_op<float>&, const StridedCopyGradArgs&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const permute_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&) {
   return NoState{};
 }
-void run_backward_kernel(const permute_op<float>&, const StridedCopyGradArgs& g, NoState&, CpuContext&) {
+template <CpuReal T>
+void run_backward_kernel(const permute_op<T>&, const StridedCopyGradArgs<T>& g, NoState&, CpuContext&) {
   strided_add(g);
 }
-Result<NoState> prepare_backward_kernel(const slice_op<float>&, const StridedCopyGradArgs&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const slice_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&) {
   return NoState{};
 }
-void run_backward_kernel(const slice_op<float>&, const StridedCopyGradArgs& g, NoState&, CpuContext&) {
+template <CpuReal T>
+void run_backward_kernel(const slice_op<T>&, const StridedCopyGradArgs<T>& g, NoState&, CpuContext&) {
   strided_add(g);
 }
-Result<NoState> prepare_backward_kernel(const concat_op<float>&, const StridedCopyGradArgs&, CpuContext&) {
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const concat_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&) {
   return NoState{};
 }
-void run_backward_kernel(const concat_op<float>&, const StridedCopyGradArgs& g, NoState&, CpuContext&) {
+template <CpuReal T>
+void run_backward_kernel(const concat_op<T>&, const StridedCopyGradArgs<T>& g, NoState&, CpuContext&) {
   strided_add(g);
 }
 
-void run_backward_kernel(const reshape_op<float>&, const InputGradArgs<CopyArgs<float>, float>& g, NoState&,
-                         CpuContext&) {
+template <CpuReal T>
+void run_backward_kernel(const reshape_op<T>&, const InputGradArgs<CopyArgs<T>, T>& g, NoState&, CpuContext&) {
   if (g.dx.data == nullptr) return;
   const std::int64_t n = g.dy.numel();
   for (std::int64_t i = 0; i < n; ++i) g.dx.data[i] += g.dy.data[i];
 }
 #endif
+
+// Every kernel above compiled here, once per element type: importers call these instances.
+#define TEENY_CPU_INSTANCES(T)                                                                               \
+  template Result<NoState> prepare_kernel(const reshape_op<T>&, const CopyArgs<T>&, CpuContext&);            \
+  template void run_kernel(const reshape_op<T>&, const CopyArgs<T>&, NoState&, CpuContext&);                 \
+  template Result<NoState> prepare_kernel(const permute_op<T>&, const StridedCopyArgs<T>&, CpuContext&);     \
+  template void run_kernel(const permute_op<T>&, const StridedCopyArgs<T>&, NoState&, CpuContext&);          \
+  template Result<NoState> prepare_kernel(const slice_op<T>&, const StridedCopyArgs<T>&, CpuContext&);       \
+  template void run_kernel(const slice_op<T>&, const StridedCopyArgs<T>&, NoState&, CpuContext&);            \
+  template Result<NoState> prepare_kernel(const concat_op<T>&, const StridedCopyArgs<T>&, CpuContext&);      \
+  template void run_kernel(const concat_op<T>&, const StridedCopyArgs<T>&, NoState&, CpuContext&);           \
+  template Result<NoState> prepare_kernel(const pad_op<T>&, const PadArgs<T>&, CpuContext&);                 \
+  template void run_kernel(const pad_op<T>&, const PadArgs<T>&, NoState&, CpuContext&);                      \
+  template Result<UpsampleState> prepare_kernel(const upsample_op<T>&, const UpsampleArgs<T>&, CpuContext&); \
+  template void run_kernel(const upsample_op<T>&, const UpsampleArgs<T>&, UpsampleState&, CpuContext&);      \
+  template Result<NoState> prepare_kernel(const cast_op<T>&, const CastArgs&, CpuContext&);                  \
+  template void run_kernel(const cast_op<T>&, const CastArgs&, NoState&, CpuContext&);                       \
+  TEENY_CPU_BACKWARD_INSTANCES(T)
+#if TEENY_TRAINING
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                               \
+  template Result<NoState> prepare_backward_kernel(const reshape_op<T>&, const InputGradArgs<CopyArgs<T>, T>&,        \
+                                                   CpuContext&);                                                      \
+  template void run_backward_kernel(const reshape_op<T>&, const InputGradArgs<CopyArgs<T>, T>&, NoState&,             \
+                                    CpuContext&);                                                                     \
+  template Result<NoState> prepare_backward_kernel(const permute_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&); \
+  template void run_backward_kernel(const permute_op<T>&, const StridedCopyGradArgs<T>&, NoState&, CpuContext&);      \
+  template Result<NoState> prepare_backward_kernel(const slice_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&);   \
+  template void run_backward_kernel(const slice_op<T>&, const StridedCopyGradArgs<T>&, NoState&, CpuContext&);        \
+  template Result<NoState> prepare_backward_kernel(const concat_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&);  \
+  template void run_backward_kernel(const concat_op<T>&, const StridedCopyGradArgs<T>&, NoState&, CpuContext&);
+#else
+#define TEENY_CPU_BACKWARD_INSTANCES(T)
+#endif
+TEENY_CPU_INSTANCES(float)
+TEENY_CPU_INSTANCES(double)
+#undef TEENY_CPU_INSTANCES
+#undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny

@@ -147,8 +147,8 @@ struct AttentionArgs {
   TensorView<const T> k;  // [batch..., S, E]
   TensorView<const T> v;  // [batch..., S, Ev]
   TensorView<T> y;        // [batch..., L, Ev], contiguous
-  float scale = 1;
-  bool causal = false;  // query i sees keys 0..i (top-left aligned, as PyTorch's is_causal)
+  T scale = 1;            // PyTorch scales in the element type
+  bool causal = false;    // query i sees keys 0..i (top-left aligned, as PyTorch's is_causal)
   auto fields() const { return std::tie(q, k, v, y, scale, causal); }
 };
 
@@ -188,7 +188,7 @@ struct attention_op {
                   " cannot give the output ", y->shape);
     }
     const double scale = attrs.scale ? *attrs.scale : 1.0 / std::sqrt(static_cast<double>(e));
-    return Args{*qb, *kb, *vb, *yc, static_cast<float>(scale), attrs.causal};
+    return Args{*qb, *kb, *vb, *yc, static_cast<T>(scale), attrs.causal};
   }
   Dim3 block() const { return {128, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const {
