@@ -2,6 +2,7 @@
 // execution plan as prepare_kernel(op, args, CpuContext&) / run_kernel(op, args, state, CpuContext&).
 //
 //   auto model = load_cpu(graph, {{"batch", 64}}, {.threads = 2});   // Result<CpuModel>
+//   auto exact = load_cpu<double>(graph, {{"batch", 64}});              // f64: Result<CpuModelOf<double>>
 module;
 #include <utility>
 export module teeny.cpu;
@@ -22,80 +23,137 @@ import teeny.runtime;
 
 export namespace teeny {
 
+/// A model loaded on the CPU with the standard ops computing in T: float (fast) or double (exact
+/// checks; its GEMMs are portable, not vectorised).
+template <CpuReal T>
+using CpuModelOf = LoadedModel<CpuContext, standard_ops<T>>;
 /// A model loaded on the CPU with the standard f32 ops.
-using CpuModel = LoadedModel<CpuContext, standard_ops<float>>;
+using CpuModel = CpuModelOf<float>;
 
-/// Lowers `graph` with the standard lowering and loads it on the CPU for the sizes in `dims`.
-inline Result<CpuModel> load_cpu(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
-  auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::inference);
+/// Lowers `graph` with the standard lowering for element type T and loads it on the CPU for the
+/// sizes in `dims`. The graph's values must be of that dtype (Cast converts).
+template <CpuReal T = float>
+Result<CpuModelOf<T>> load_cpu(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
+  auto lowered = standard_lowering<T>{}.lower(graph, LoweringMode::inference);
   if (!lowered) return std::move(lowered).error();
-  return CpuModel::load(graph, std::move(*lowered), CpuContext(options), dims);
+  return CpuModelOf<T>::load(graph, std::move(*lowered), CpuContext(options), dims);
 }
 
 #if TEENY_TRAINING
 /// Lowers `graph` for training (BatchNorms on batch statistics, dropouts active, no folds) and
 /// loads it on the CPU for the sizes in `dims`: the model runs forward, backward() and hands its
 /// parameters and gradients to an optimizer. It starts in the training phase.
-inline Result<CpuModel> load_cpu_for_training(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
-  auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::training);
+/// T = double gives exact gradients for checks against finite differences.
+template <CpuReal T = float>
+Result<CpuModelOf<T>> load_cpu_for_training(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
+  auto lowered = standard_lowering<T>{}.lower(graph, LoweringMode::training);
   if (!lowered) return std::move(lowered).error();
-  return CpuModel::load(graph, std::move(*lowered), CpuContext(options), dims);
+  return CpuModelOf<T>::load(graph, std::move(*lowered), CpuContext(options), dims);
 }
 #endif
 }  // namespace teeny
 
-// The CPU backend has a kernel for every standard op (LoadedModel checks the whole set too).
+// The CPU backend has a kernel for every standard op, in f32 and f64 (LoadedModel checks the whole
+// set too).
 namespace teeny {
 static_assert(Model<CpuModel>, "a model loaded on the CPU is a teeny::Model");
+static_assert(Model<CpuModelOf<double>>);
 static_assert(KernelFor<CpuContext, linear_op<float>>);
+static_assert(KernelFor<CpuContext, linear_op<double>>);
 static_assert(KernelFor<CpuContext, matmul_op<float>>);
+static_assert(KernelFor<CpuContext, matmul_op<double>>);
 static_assert(KernelFor<CpuContext, unary_op<float>>);
+static_assert(KernelFor<CpuContext, unary_op<double>>);
 static_assert(KernelFor<CpuContext, binary_op<float>>);
+static_assert(KernelFor<CpuContext, binary_op<double>>);
 static_assert(KernelFor<CpuContext, reshape_op<float>>);
+static_assert(KernelFor<CpuContext, reshape_op<double>>);
 static_assert(KernelFor<CpuContext, conv_op<float>>);
+static_assert(KernelFor<CpuContext, conv_op<double>>);
 static_assert(KernelFor<CpuContext, max_pool2d_op<float>>);
+static_assert(KernelFor<CpuContext, max_pool2d_op<double>>);
 static_assert(KernelFor<CpuContext, avg_pool2d_op<float>>);
+static_assert(KernelFor<CpuContext, avg_pool2d_op<double>>);
 static_assert(KernelFor<CpuContext, adaptive_avg_pool2d_op<float>>);
+static_assert(KernelFor<CpuContext, adaptive_avg_pool2d_op<double>>);
 static_assert(KernelFor<CpuContext, batch_norm_op<float>>);
+static_assert(KernelFor<CpuContext, batch_norm_op<double>>);
 static_assert(KernelFor<CpuContext, layer_norm_op<float>>);
+static_assert(KernelFor<CpuContext, layer_norm_op<double>>);
 static_assert(KernelFor<CpuContext, rms_norm_op<float>>);
+static_assert(KernelFor<CpuContext, rms_norm_op<double>>);
 static_assert(KernelFor<CpuContext, group_norm_op<float>>);
+static_assert(KernelFor<CpuContext, group_norm_op<double>>);
 static_assert(KernelFor<CpuContext, softmax_op<float>>);
+static_assert(KernelFor<CpuContext, softmax_op<double>>);
 static_assert(KernelFor<CpuContext, reduce_op<float>>);
+static_assert(KernelFor<CpuContext, reduce_op<double>>);
 static_assert(KernelFor<CpuContext, permute_op<float>>);
+static_assert(KernelFor<CpuContext, permute_op<double>>);
 static_assert(KernelFor<CpuContext, slice_op<float>>);
+static_assert(KernelFor<CpuContext, slice_op<double>>);
 static_assert(KernelFor<CpuContext, concat_op<float>>);
+static_assert(KernelFor<CpuContext, concat_op<double>>);
 static_assert(KernelFor<CpuContext, pad_op<float>>);
+static_assert(KernelFor<CpuContext, pad_op<double>>);
 static_assert(KernelFor<CpuContext, upsample_op<float>>);
+static_assert(KernelFor<CpuContext, upsample_op<double>>);
 static_assert(KernelFor<CpuContext, cast_op<float>>);
+static_assert(KernelFor<CpuContext, cast_op<double>>);
 static_assert(KernelFor<CpuContext, embedding_op<float>>);
+static_assert(KernelFor<CpuContext, embedding_op<double>>);
 static_assert(KernelFor<CpuContext, attention_op<float>>);
+static_assert(KernelFor<CpuContext, attention_op<double>>);
 static_assert(KernelFor<CpuContext, dropout_op<float>>);
+static_assert(KernelFor<CpuContext, dropout_op<double>>);
 #if TEENY_TRAINING
 // Every op with a backward has its CPU backward kernel.
 static_assert(BackwardKernelFor<CpuContext, linear_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, linear_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, matmul_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, matmul_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, unary_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, unary_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, binary_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, binary_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, reshape_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, reshape_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, permute_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, permute_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, slice_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, slice_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, concat_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, concat_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, conv_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, conv_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, max_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, max_pool2d_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, avg_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, avg_pool2d_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, adaptive_avg_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, adaptive_avg_pool2d_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, batch_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, batch_norm_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, layer_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, layer_norm_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, rms_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, rms_norm_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, group_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, group_norm_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, softmax_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, softmax_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, reduce_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, reduce_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, dropout_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, dropout_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, embedding_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, embedding_op<double>>);
 // Kernels whose prepared state is derived from parameter values refresh it after an optimizer step.
 static_assert(RefreshableKernel<CpuContext, linear_op<float>, LinearState>);
+static_assert(RefreshableKernel<CpuContext, linear_op<double>, LinearState>);
 static_assert(RefreshableKernel<CpuContext, conv_op<float>, ConvState>);
+static_assert(RefreshableKernel<CpuContext, conv_op<double>, ConvStateOf<double>>);
 static_assert(RefreshableKernel<CpuContext, batch_norm_op<float>, BatchNormState>);
+static_assert(RefreshableKernel<CpuContext, batch_norm_op<double>, BatchNormStateOf<double>>);
 #endif
 }  // namespace teeny

@@ -59,34 +59,43 @@ Result<std::vector<Parameter<T>>> trainable_parameters(M& model) {
 /// same numbers): a weight of rank >= 2 (Linear, Conv) from U(-b, b) with b = 1 / sqrt(fan_in),
 /// PyTorch's kaiming_uniform_(a = sqrt(5)); the bias beside it from the same U(-b, b); rank-1
 /// weights (norms) keep their initial ones. Seeded: the same seed gives the same parameters.
-template <TrainableModel M>
-Result<void> init_parameters(M& model, std::uint64_t seed) {
-  auto params = trainable_parameters<float>(model);
+/// T is the parameters' type (f32 or f64 models).
+template <TrainFloat T, TrainableModel M>
+Result<void> init_parameters_as(M& model, std::uint64_t seed) {
+  auto params = trainable_parameters<T>(model);
   if (!params) return std::move(params).error();
   Xoshiro256 rng(seed);
   auto uniform = [&rng](double bound) {
     const double u = static_cast<double>(rng.next() >> 11) * 0x1.0p-53;  // [0, 1)
-    return static_cast<float>((2 * u - 1) * bound);
+    return static_cast<T>((2 * u - 1) * bound);
   };
   std::map<std::string, double, std::less<>> bounds;  // by scope ("fc1"): its weight's b
-  for (const Parameter<float>& p : *params) {
+  for (const Parameter<T>& p : *params) {
     const std::string_view key = p.key;
     const std::size_t dot = key.rfind('.');
     if (dot == std::string_view::npos || key.substr(dot + 1) != "weight" || p.value.rank() < 2) continue;
     const std::int64_t fan_in = p.value.shape[0] == 0 ? 0 : p.value.numel() / p.value.shape[0];
     const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
     bounds.emplace(std::string(key.substr(0, dot)), bound);
-    for (float& v : p.value.span()) v = uniform(bound);
+    for (T& v : p.value.span()) v = uniform(bound);
   }
-  for (const Parameter<float>& p : *params) {
+  for (const Parameter<T>& p : *params) {
     const std::string_view key = p.key;
     const std::size_t dot = key.rfind('.');
     if (dot == std::string_view::npos || key.substr(dot + 1) != "bias") continue;
     const auto weight = bounds.find(key.substr(0, dot));
     if (weight == bounds.end()) continue;  // a norm's bias stays 0
-    for (float& v : p.value.span()) v = uniform(weight->second);
+    for (T& v : p.value.span()) v = uniform(weight->second);
   }
   return ok();
+}
+
+/// The same, in the parameters' own type: f64 for a model computing in f64, else f32.
+template <TrainableModel M>
+Result<void> init_parameters(M& model, std::uint64_t seed) {
+  const std::vector<ParameterGradient> params = model.parameter_gradients();
+  const bool f64 = !params.empty() && params.front().value.dtype == DType::f64;
+  return f64 ? init_parameters_as<double>(model, seed) : init_parameters_as<float>(model, seed);
 }
 
 /// The prefix of the optimizer's tensors in a checkpoint, before its own keys (`state.0.exp_avg`).

@@ -175,6 +175,27 @@ void add_remaining_ops(std::vector<OpCase>& list) {
   }
 }
 
+// Ops in f64 (inputs and parameters), run by the f64 CPU model.
+void add_f64_ops(std::vector<OpCase>& list) {
+  const std::vector<OpCase> cases = {
+      {"add_f64", {"a", "b"}, binary(&GraphBuilder::add)},
+      {"div_f64", {"a", "b"}, binary(&GraphBuilder::div)},
+      {"exp_f64", {"x"}, unary(&GraphBuilder::exp)},
+      {"gelu_f64", {"x"}, [](GraphBuilder& b, auto& in) { return b.gelu(in[0]); }},
+      {"softmax_f64", {"x"}, [](GraphBuilder& b, auto& in) { return b.softmax(in[0], -1); }},
+      {"sum_f64", {"x"}, [](GraphBuilder& b, auto& in) { return b.sum(in[0], {-1}); }},
+      {"matmul_f64", {"a", "b"}, binary(&GraphBuilder::matmul)},
+      {"linear_f64", {"x"}, [](GraphBuilder& b, auto& in) { return b.linear(in[0], 5); }},
+      {"conv2d_f64", {"x"}, [](GraphBuilder& b, auto& in) { return b.conv2d(in[0], 4, 3, {.padding = 1}); }},
+      {"layer_norm_f64", {"x"}, [](GraphBuilder& b, auto& in) { return b.layer_norm(in[0], {5}); }},
+      {"rms_norm_f64_eps_none", {"x"}, [](GraphBuilder& b, auto& in) { return b.rms_norm(in[0], {5}); }},
+      {"embedding_f64",
+       {"indices"},
+       [](GraphBuilder& b, auto& in) { return b.embedding(in[0], 6, 3, {.dtype = teeny::DType::f64}); }},
+  };
+  list.insert(list.end(), cases.begin(), cases.end());
+}
+
 // convolution, pooling and normalisation (f32), with PyTorch's parameter layouts.
 void add_cnn_ops(std::vector<OpCase>& list) {
   using teeny::Size2;
@@ -362,10 +383,11 @@ std::vector<OpCase> cases() {
   }
   add_remaining_ops(list);
   add_cnn_ops(list);
+  add_f64_ops(list);
   return list;
 }
 
-// Exact equality, for outputs that are not f32 (casts): same dtype, shape and bytes.
+// Exact equality, for outputs that are not floating (casts): same dtype, shape and bytes.
 void check_exact(const teeny::TensorBinding& actual, const teeny::Tensor& expected) {
   REQUIRE(actual.shape == expected.shape());
   REQUIRE(actual.dtype == expected.dtype());
@@ -381,6 +403,39 @@ void check_exact(const teeny::TensorBinding& actual, const teeny::Tensor& expect
   }
   INFO("first mismatch at element " << first_bad << " (" << bad << " of " << expected.numel() << " differ)");
   CHECK(bad == 0);
+}
+
+// Loads the fixture's weights into `model`, runs its inputs and compares every output.
+template <class Model>
+void run_model(teeny::Result<Model> model, const OpCase& c, const teeny::SafetensorsFile& file, std::size_t n_inputs,
+               const std::vector<teeny::Tensor>& input_tensors, const std::vector<std::string>& outputs) {
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  auto report = model->load_weights(file, {.strict = false});  // the file also holds in.* and out
+  REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
+  CHECK(report->missing.empty());
+  CHECK(report->mismatched.empty());
+
+  std::vector<teeny::TensorRef> refs;
+  for (std::size_t i = 0; i < n_inputs; ++i) refs.push_back(teeny::TensorRef::of(c.inputs[i], input_tensors[i]));
+  auto ran = model->forward(refs);
+  REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+  const std::size_t allocations = test_support::allocation_count();
+  REQUIRE(model->forward(refs));  // again: the kernels allocate nothing per forward
+  CHECK(test_support::allocation_count() == allocations);
+  for (const std::string& name : outputs) {
+    CAPTURE(name);
+    auto expected = file.read(name);
+    REQUIRE(expected);
+    auto actual = model->output(name);
+    REQUIRE(actual);
+    if (expected->dtype() == teeny::DType::f32) {
+      fixtures::check_close(*actual, *expected);
+    } else if (expected->dtype() == teeny::DType::f64) {
+      fixtures::check_close_f64(*actual, *expected);
+    } else {
+      check_exact(*actual, *expected);
+    }
+  }
 }
 
 void run_case(const OpCase& c) {
@@ -410,34 +465,27 @@ void run_case(const OpCase& c) {
   }
   auto graph = std::move(b).build();
   REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
-
-  auto model = teeny::load_cpu(*graph, {});
-  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
-  auto report = model->load_weights(*file, {.strict = false});  // the file also holds in.* and out
-  REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
-  CHECK(report->missing.empty());
-  CHECK(report->mismatched.empty());
-
-  std::vector<teeny::TensorRef> refs;
-  for (std::size_t i = 0; i < inputs.size(); ++i) refs.push_back(teeny::TensorRef::of(c.inputs[i], input_tensors[i]));
-  auto ran = model->forward(refs);
-  REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
-  const std::size_t allocations = test_support::allocation_count();
-  REQUIRE(model->forward(refs));  // again: the kernels allocate nothing per forward
-  CHECK(test_support::allocation_count() == allocations);
-  for (const std::string& name : outputs) {
-    CAPTURE(name);
-    auto expected = file->read(name);
-    REQUIRE(expected);
-    auto actual = model->output(name);
-    REQUIRE(actual);
-    if (expected->dtype() == teeny::DType::f32) {
-      fixtures::check_close(*actual, *expected);
-    } else {
-      check_exact(*actual, *expected);
+  // The model computes in the dtype of the floating inputs, or else (embedding) of the output.
+  teeny::DType compute = teeny::DType::f32;
+  bool floating_input = false;
+  for (const teeny::Tensor& t : input_tensors) {
+    if (teeny::is_floating(t.dtype()) && !floating_input) {
+      compute = t.dtype();
+      floating_input = true;
     }
   }
+  if (!floating_input) {
+    auto out = file->read(outputs.front());
+    REQUIRE(out);
+    if (out->dtype() == teeny::DType::f64) compute = teeny::DType::f64;
+  }
+  if (compute == teeny::DType::f64) {
+    run_model(teeny::load_cpu<double>(*graph, {}), c, *file, inputs.size(), input_tensors, outputs);
+  } else {
+    run_model(teeny::load_cpu(*graph, {}), c, *file, inputs.size(), input_tensors, outputs);
+  }
 }
+
 }  // namespace
 
 TEST_CASE("CPU ops match PyTorch (tests/fixtures/ops)") {
@@ -580,6 +628,33 @@ TEST_CASE("the f32 lowering refuses integer arithmetic instead of computing it i
   REQUIRE_FALSE(model);
   CHECK(model.error().code() == teeny::Errc::unsupported);
   CHECK(model.error().message().find("i64") != std::string::npos);
+}
+
+TEST_CASE("a model of one float dtype refuses a graph of the other, naming the node, input and dtypes") {
+  for (const teeny::DType dtype : {teeny::DType::f64, teeny::DType::f32}) {
+    const std::string own(teeny::name(dtype));
+    const std::string other = dtype == teeny::DType::f64 ? "f32" : "f64";
+    GraphBuilder b;
+    auto x = b.input("x", dtype, {2, 3});
+    b.output("y", b.linear(x, 4).named("fc"));
+    auto graph = std::move(b).build();
+    REQUIRE(graph);
+    std::string message;
+    auto refused = [&](auto model) {
+      REQUIRE_FALSE(model);
+      CHECK(model.error().code() == teeny::Errc::unsupported);
+      message = model.error().to_string();
+    };
+    if (dtype == teeny::DType::f64) {
+      refused(teeny::load_cpu(*graph, {}));
+    } else {
+      refused(teeny::load_cpu<double>(*graph, {}));
+    }
+    CAPTURE(message);
+    CHECK(message.find("'fc'") != std::string::npos);
+    CHECK(message.find("('x') is " + own) != std::string::npos);
+    CHECK(message.find("computes in " + other) != std::string::npos);
+  }
 }
 
 TEST_CASE("max pool 3x3 stride 2 over wide rows matches a direct reference, NaNs propagated") {

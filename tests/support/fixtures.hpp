@@ -16,13 +16,13 @@ inline std::string path(std::string_view relative) {
   return std::string(TEENY_FIXTURES_DIR) + "/" + std::string(relative);
 }
 
-/// Checks `actual` (a model output binding) against the fixture tensor `expected` elementwise:
-/// |a - e| <= atol + rtol * |e| (NaN matches NaN), reporting the first mismatch.
-inline void check_close(const teeny::TensorBinding& actual, const teeny::Tensor& expected, double rtol = 1e-5,
-                        double atol = 1e-6) {
+/// Checks `actual` (a model output binding of element type T) against the fixture tensor `expected`
+/// elementwise: |a - e| <= atol + rtol * |e| (NaN matches NaN), reporting the first mismatch.
+template <class T>
+void check_close_as(const teeny::TensorBinding& actual, const teeny::Tensor& expected, double rtol, double atol) {
   REQUIRE(actual.shape == expected.shape());
-  auto got = actual.as<const float>();
-  auto want = expected.view<float>();
+  auto got = actual.as<const T>();
+  auto want = expected.view<T>();
   REQUIRE(got);
   REQUIRE(want);
   const std::int64_t n = expected.numel();
@@ -37,10 +37,23 @@ inline void check_close(const teeny::TensorBinding& actual, const teeny::Tensor&
       ++bad;
     }
   }
-  INFO("first mismatch at element " << first_bad << ": got " << (first_bad >= 0 ? got->data[first_bad] : 0.0f)
-                                    << ", PyTorch " << (first_bad >= 0 ? want->data[first_bad] : 0.0f) << " (" << bad
+  INFO("first mismatch at element " << first_bad << ": got " << (first_bad >= 0 ? got->data[first_bad] : T(0))
+                                    << ", PyTorch " << (first_bad >= 0 ? want->data[first_bad] : T(0)) << " (" << bad
                                     << " of " << n << " differ)");
   CHECK(bad == 0);
+}
+
+/// f32 outputs against PyTorch's f32 results.
+inline void check_close(const teeny::TensorBinding& actual, const teeny::Tensor& expected, double rtol = 1e-5,
+                        double atol = 1e-6) {
+  check_close_as<float>(actual, expected, rtol, atol);
+}
+
+/// f64 outputs against PyTorch's f64 results: the same formulas, so only rounding differs (a few
+/// ulps per operation, a few more where PyTorch sums in another order).
+inline void check_close_f64(const teeny::TensorBinding& actual, const teeny::Tensor& expected, double rtol = 1e-12,
+                            double atol = 1e-14) {
+  check_close_as<double>(actual, expected, rtol, atol);
 }
 
 /// Checks `actual` against a reference computed independently (in double): |a - e| <= atol +
