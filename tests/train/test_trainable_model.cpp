@@ -174,6 +174,23 @@ TEST_CASE("BatchNorm in training: batch statistics, PyTorch's running-stat updat
   CHECK(*batches == 1);
 }
 
+TEST_CASE("BatchNorm refuses a training batch of one value per channel, naming the node") {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {teeny::Dim::sym("batch"), 3});
+  b.output("y", b.batch_norm1d(b.linear(x, 2).named("fc")).named("bn"));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto refused = teeny::load_cpu_for_training(*graph, {{"batch", 1}});
+  REQUIRE_FALSE(refused);
+  const std::string message = refused.error().to_string();
+  CAPTURE(message);
+  CHECK(message.find("'bn'") != std::string::npos);
+  CHECK(message.find("more than one value per channel") != std::string::npos);
+  CHECK(message.find("[1, 2]") != std::string::npos);
+  CHECK(teeny::load_cpu_for_training(*graph, {{"batch", 2}}));  // two values: statistics
+  CHECK(teeny::load_cpu(*graph, {{"batch", 1}}));               // inference: the running ones
+}
+
 TEST_CASE("dropout: active in the training phase with seeded masks, the identity in eval") {
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {64, 32});
@@ -277,7 +294,16 @@ TEST_CASE("a training step (forward, output gradient, backward, zero_grad) alloc
 }
 
 TEST_CASE("a checkpoint resumes training bit for bit: 10 steps, save, load into a fresh model, 10 more") {
-  auto graph = models::mlp();
+  // The demo's MLP with a dropout after each hidden layer: the resumed run must also draw the
+  // masks the straight one draws (the checkpoint carries the random state).
+  auto graph = [] {
+    GraphBuilder b;
+    auto h = b.flatten(b.input("x", DType::f32, {teeny::Dim::sym("batch"), 1, 28, 28}));
+    h = b.dropout(b.relu(b.linear(h, 512).named("fc1")), 0.2);
+    h = b.dropout(b.relu(b.linear(h, 512).named("fc2")), 0.2);
+    b.output("logits", b.linear(h, 10).named("fc3"));
+    return std::move(b).build();
+  }();
   REQUIRE(graph);
   const auto xs = random_values(8 * 784, 11);
   const std::vector<std::int64_t> labels = {3, 1, 4, 1, 5, 9, 2, 6};
@@ -298,6 +324,7 @@ TEST_CASE("a checkpoint resumes training bit for bit: 10 steps, save, load into 
     auto model = teeny::load_cpu_for_training(*graph, {{"batch", 8}});
     REQUIRE(model);
     REQUIRE(teeny::init_parameters(*model, seed));
+    model->set_seed(seed);
     return std::move(*model);
   };
   // 20 steps in one go.
@@ -325,6 +352,8 @@ TEST_CASE("a checkpoint resumes training bit for bit: 10 steps, save, load into 
   auto loaded = teeny::load_checkpoint(path, resumed, *opt);
   CAPTURE(loaded ? std::string() : loaded.error().to_string());
   REQUIRE(loaded);
+  CHECK(resumed.random_state().seed == 5);
+  CHECK(resumed.random_state().step == 10);
   train_steps(resumed, *opt, 10);
   for (std::size_t p = 0; p < params->size(); ++p) {
     const auto a = (*straight_params)[p].value.span();
