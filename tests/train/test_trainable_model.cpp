@@ -270,6 +270,36 @@ TEST_CASE("embedding backward: rows of dy added to the rows their indices read, 
   }
 }
 
+TEST_CASE("max pool 2x2 backward: the forward's winner gets the gradient (first maximum, last NaN), added to dx") {
+  // Two planes of 2 x 4: each holds two 2x2 windows. Plane 0: a clear maximum, then a four-way tie
+  // (the first wins). Plane 1: one NaN, then two NaNs (the last wins).
+  const float nan = std::nanf("");
+  const std::vector<float> x = {1, 5,   2,   2,    //
+                                3, 4,   2,   2,    //
+                                9, nan, 1,   nan,  //
+                                8, 7,   nan, 0};
+  const std::vector<float> dy = {10, 20, 30, 40};
+  std::vector<float> dx(16, 0.5f);  // a gradient already there: the backward adds to it
+  std::vector<float> y(4);
+  const teeny::Window2d window{2, 2, 2, 2, 0, 0, 1, 1};
+  const teeny::Pool2dArgs<float> forward{{x.data(), {2, 2, 4}}, {y.data(), {2, 1, 2}}, window};
+  const teeny::InputGradArgs<teeny::Pool2dArgs<float>, float> args{
+      forward, {const_cast<float*>(dy.data()), {2, 1, 2}}, {dx.data(), {2, 2, 4}}};
+  teeny::CpuContext cpu;
+  teeny::max_pool2d_op<float> op{};
+  auto state = teeny::prepare_backward_kernel(op, args, cpu);
+  REQUIRE(state);
+  teeny::run_backward_kernel(op, args, *state, cpu);
+  const std::vector<float> expected = {0.5f, 10.5f, 20.5f, 0.5f,  //
+                                       0.5f, 0.5f,  0.5f,  0.5f,  //
+                                       0.5f, 30.5f, 0.5f,  0.5f,  //
+                                       0.5f, 0.5f,  40.5f, 0.5f};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    CHECK(dx[i] == expected[i]);
+  }
+}
+
 TEST_CASE("a training step (forward, output gradient, backward, zero_grad) allocates nothing after the first") {
   auto graph = models::lenet();
   REQUIRE(graph);
