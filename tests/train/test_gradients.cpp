@@ -258,6 +258,36 @@ std::vector<GradCase> cases() {
   });
   add("log_softmax",
       [](GraphBuilder& b) { return b.log_softmax(trained(b, b.input("x", DType::f32, {3, 4}), 6, "fc")); });
+  // Attention, q, k and v each made by a Linear: more queries than keys, causal with more and with
+  // fewer queries than keys (an explicit scale), k and v broadcast over batch dims, and one value
+  // as q, k and v at once (its three gradients add up).
+  add("attention_query_len_differs", [](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", DType::f32, {2, 4, 6}), 5, "fq");  // [2, 4, 5]
+    auto x2 = b.input("x2", DType::f32, {2, 3, 6});
+    auto k = trained(b, x2, 5, "fk");  // [2, 3, 5]
+    auto v = trained(b, x2, 7, "fv");  // [2, 3, 7]
+    return b.attention(q, k, v);
+  });
+  add("attention_causal_more_queries", [](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", DType::f32, {2, 5, 3}), 4, "fq");  // [2, 5, 4]
+    auto x2 = b.input("x2", DType::f32, {2, 3, 3});
+    return b.attention(q, trained(b, x2, 4, "fk"), trained(b, x2, 3, "fv"), {.causal = true});
+  });
+  add("attention_causal_fewer_queries_scaled", [](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", DType::f32, {3, 4}), 4, "fq");  // [3, 4]
+    auto x2 = b.input("x2", DType::f32, {5, 4});
+    return b.attention(q, trained(b, x2, 4, "fk"), trained(b, x2, 2, "fv"), {.causal = true, .scale = 0.7});
+  });
+  add("attention_broadcast_batch", [](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", DType::f32, {2, 3, 4, 6}), 5, "fq");   // [2, 3, 4, 5]
+    auto k = trained(b, b.input("x2", DType::f32, {3, 6}), 5, "fk");        // [3, 5]: every batch entry
+    auto v = trained(b, b.input("x3", DType::f32, {2, 1, 3, 6}), 4, "fv");  // [2, 1, 3, 4]: over dim 1
+    return b.attention(q, k, v);                                            // [2, 3, 4, 4]
+  });
+  add("attention_self_causal", [](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", DType::f32, {2, 4, 3}), 6, "fc");
+    return b.attention(h, h, h, {.causal = true});
+  });
   return list;
 }
 
