@@ -93,6 +93,10 @@ static_assert(BackwardKernelFor<CpuContext, softmax_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, reduce_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, dropout_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, embedding_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, pad_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, upsample_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, cast_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, attention_op<float>>);
 // Kernels whose prepared state is derived from parameter values refresh it after an optimizer step.
 static_assert(RefreshableKernel<CpuContext, linear_op<float>, LinearState>);
 static_assert(RefreshableKernel<CpuContext, conv_op<float>, ConvState>);

@@ -142,6 +142,48 @@ std::vector<GradCase> cases() {
     auto t = b.transpose(b.reshape(k, {1, 3, 2}), 1, 2);  // [1, 2, 3]
     return b.concat({s, t, s}, 0);                        // [5, 2, 3]
   });
+  // Pad, each mode between two convolutions (so dL/dx reaches the first one's weights): constant
+  // with a fill, asymmetric pads and a crop; reflect and replicate over two dims; replicate of a
+  // Linear's last dim.
+  add("pad_constant_asymmetric_crop", [](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", DType::f32, {2, 2, 5, 4}), 3, {2, 2}).named("conv");  // [2, 3, 4, 3]
+    auto p = b.pad(h, {2, -1, 1, 0, 0, 1}, teeny::PadMode::constant, 0.5);               // [2, 4, 5, 4]
+    return b.conv2d(p, 2, {2, 2}).named("conv2");
+  });
+  add("pad_reflect", [](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", DType::f32, {2, 2, 5, 4}), 3, {2, 2}).named("conv");  // [2, 3, 4, 3]
+    auto p = b.pad(h, {2, 1, 1, 3}, teeny::PadMode::reflect);                            // [2, 3, 8, 6]
+    return b.conv2d(p, 2, {3, 2}, {.stride = {2, 1}}).named("conv2");
+  });
+  add("pad_replicate", [](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", DType::f32, {2, 2, 5, 4}), 3, {2, 2}).named("conv");  // [2, 3, 4, 3]
+    auto p = b.pad(h, {1, 3, 2, 0}, teeny::PadMode::replicate);                          // [2, 3, 6, 7]
+    return b.conv2d(p, 2, {2, 3}).named("conv2");
+  });
+  add("pad_replicate_last_dim", [](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", DType::f32, {2, 3, 4}), 5, "fa");  // [2, 3, 5]
+    auto p = b.pad(h, {3, 1}, teeny::PadMode::replicate);               // [2, 3, 9]
+    return b.linear(p, 2).named("fb");
+  });
+  // Nearest upsampling of odd sizes: doubling (an exact shortcut), integer and fractional scales.
+  add("upsample_nearest_2", [](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", DType::f32, {2, 2, 4, 4}), 3, {2, 2}).named("conv");  // [2, 3, 3, 3]
+    return b.conv2d(b.upsample(h, 2), 2, {2, 2}).named("conv2");
+  });
+  add("upsample_nearest_3x2", [](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", DType::f32, {1, 2, 4, 6}), 3, {2, 2}).named("conv");  // [1, 3, 3, 5]
+    return b.upsample(h, 3, 2);                                                          // [1, 3, 9, 10]
+  });
+  add("upsample_nearest_fractional", [](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", DType::f32, {2, 1, 4, 6}), 2, {2, 2}).named("conv");  // [2, 2, 3, 5]
+    return b.upsample(h, 1.5, 2.5);                                                      // [2, 2, 4, 12]
+  });
+  // Cast to f64 and back inside an f32 graph: the gradient crosses both casts.
+  add("cast_f64_round_trip", [](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", DType::f32, {3, 4}), 5, "fa");
+    auto c = b.cast(b.cast(h, DType::f64), DType::f32);
+    return b.linear(c, 3).named("fb");
+  });
   // Convolutions: stride, padding, dilation, groups, depthwise, 1-D, no bias, fused ReLU.
   add("conv2d_stride_pad_dilation_groups", [](GraphBuilder& b) {
     auto x = b.input("x", DType::f32, {2, 4, 7, 6});
@@ -216,6 +258,36 @@ std::vector<GradCase> cases() {
   });
   add("log_softmax",
       [](GraphBuilder& b) { return b.log_softmax(trained(b, b.input("x", DType::f32, {3, 4}), 6, "fc")); });
+  // Attention, q, k and v each made by a Linear: more queries than keys, causal with more and with
+  // fewer queries than keys (an explicit scale), k and v broadcast over batch dims, and one value
+  // as q, k and v at once (its three gradients add up).
+  add("attention_query_len_differs", [](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", DType::f32, {2, 4, 6}), 5, "fq");  // [2, 4, 5]
+    auto x2 = b.input("x2", DType::f32, {2, 3, 6});
+    auto k = trained(b, x2, 5, "fk");  // [2, 3, 5]
+    auto v = trained(b, x2, 7, "fv");  // [2, 3, 7]
+    return b.attention(q, k, v);
+  });
+  add("attention_causal_more_queries", [](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", DType::f32, {2, 5, 3}), 4, "fq");  // [2, 5, 4]
+    auto x2 = b.input("x2", DType::f32, {2, 3, 3});
+    return b.attention(q, trained(b, x2, 4, "fk"), trained(b, x2, 3, "fv"), {.causal = true});
+  });
+  add("attention_causal_fewer_queries_scaled", [](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", DType::f32, {3, 4}), 4, "fq");  // [3, 4]
+    auto x2 = b.input("x2", DType::f32, {5, 4});
+    return b.attention(q, trained(b, x2, 4, "fk"), trained(b, x2, 2, "fv"), {.causal = true, .scale = 0.7});
+  });
+  add("attention_broadcast_batch", [](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", DType::f32, {2, 3, 4, 6}), 5, "fq");   // [2, 3, 4, 5]
+    auto k = trained(b, b.input("x2", DType::f32, {3, 6}), 5, "fk");        // [3, 5]: every batch entry
+    auto v = trained(b, b.input("x3", DType::f32, {2, 1, 3, 6}), 4, "fv");  // [2, 1, 3, 4]: over dim 1
+    return b.attention(q, k, v);                                            // [2, 3, 4, 4]
+  });
+  add("attention_self_causal", [](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", DType::f32, {2, 4, 3}), 6, "fc");
+    return b.attention(h, h, h, {.causal = true});
+  });
   return list;
 }
 

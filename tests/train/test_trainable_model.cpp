@@ -46,10 +46,12 @@ const float* floats(const teeny::TensorBinding& t) { return static_cast<const fl
 }  // namespace
 
 TEST_CASE("a training load refuses a parameter whose gradient would stop at an op without backward") {
+  // Every op of the standard set has a backward, but a cast to an integer dtype passes no gradient
+  // (as in PyTorch): a parameter that reaches the loss only through one would never train.
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {2, 4});
   auto h = b.linear(x, 6).named("fc");
-  auto t = b.pad(h, {1, 1}).named("widen");  // pad has no backward yet
+  auto t = b.cast(b.cast(h, DType::i32).named("quantize"), DType::f32);
   b.output("y", b.linear(t, 3).named("head"));
   auto graph = std::move(b).build();
   REQUIRE(graph);
@@ -58,13 +60,13 @@ TEST_CASE("a training load refuses a parameter whose gradient would stop at an o
   CHECK(model.error().code() == teeny::Errc::unsupported);
   const std::string message = model.error().to_string();
   CAPTURE(message);
-  CHECK(message.find("node 'widen' (pad)") != std::string::npos);
+  CHECK(message.find("node 'quantize' (cast)") != std::string::npos);
   CHECK(message.find("no backward") != std::string::npos);
 
   // The same op where no trained parameter is before it is fine: no gradient has to pass.
   GraphBuilder c;
   auto x2 = c.input("x", DType::f32, {2, 2});
-  c.output("y", c.linear(c.pad(x2, {1, 1}), 3).named("head"));
+  c.output("y", c.linear(c.cast(c.cast(x2, DType::i32), DType::f32), 3).named("head"));
   auto graph2 = std::move(c).build();
   REQUIRE(graph2);
   auto frozen = teeny::load_cpu_for_training(*graph2, {});
@@ -297,6 +299,37 @@ TEST_CASE("max pool 2x2 backward: the forward's winner gets the gradient (first 
   for (std::size_t i = 0; i < expected.size(); ++i) {
     CAPTURE(i);
     CHECK(dx[i] == expected[i]);
+  }
+}
+
+TEST_CASE("cast backward: a gradient through f16 or bf16 is rounded to that dtype on its way back") {
+  // y = (x W^T).to(half).to(f32): dL/d(half value) is dy rounded to half, so dW = round(dy)^T x.
+  // dy = 1 + 2^-12 is not a half (f16 keeps 10 fraction bits, bf16 7): it rounds to 1.
+  for (const DType half : {DType::f16, DType::bf16}) {
+    const std::string which(teeny::name(half));
+    CAPTURE(which);
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {2, 3});
+    b.output("y", b.cast(b.cast(b.linear(x, 4, false).named("fc"), half), DType::f32));
+    auto graph = std::move(b).build();
+    REQUIRE(graph);
+    auto model = teeny::load_cpu_for_training(*graph, {});
+    REQUIRE(model);
+    const auto params = model->parameter_gradients();
+    REQUIRE(params.size() == 1);
+    fill(params[0].value, random_values(12, 3, 0.1f));
+    const std::vector<float> xs = {1, 2, 3, -1, 0.5f, 4};
+    const teeny::TensorRef in[] = {ref("x", xs, {2, 3})};
+    REQUIRE(model->forward(in));
+    auto dy = model->output_grad("y");
+    REQUIRE(dy);
+    fill(*dy, std::vector<float>(8, 1.0f + 1.0f / 4096));
+    model->zero_grad();
+    REQUIRE(model->backward());
+    const float* dw = floats(params[0].grad);
+    for (int o = 0; o < 4; ++o) {
+      for (int i = 0; i < 3; ++i) CHECK(dw[o * 3 + i] == xs[i] + xs[3 + i]);  // exact: small integers and halves
+    }
   }
 }
 
