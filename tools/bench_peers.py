@@ -11,6 +11,18 @@ Run with Debian's PyTorch (1.13): /usr/bin/python3, not the first python3 on PAT
       times PyTorch's forward (eval, torch.inference_mode(), torch.set_num_threads(N), OpenBLAS and
       OpenMP held to N threads too), after a warm-up, and prints one JSON line:
       {"runtime": "pytorch", "model", "batch", "threads", "p50_us", "min_us", "runs"}
+  bench_peers.py train-time --model M --batch B --threads N [--seconds S]
+      times one PyTorch training step (train mode, forward, F.cross_entropy, backward,
+      torch.optim.AdamW(lr=1e-3) step, zero_grad; PyTorch's defaults otherwise) on U(0, 1) images
+      and uniform labels, and prints one JSON line with "mode": "train" and each phase's median
+      (forward_us, loss_us, backward_us, optimizer_us), as bench-train does for teeny.
+  bench_peers.py train-table FILE.jsonl
+      the medians over rounds of the training steps and the ratio teeny/PyTorch, with the training
+      issue's target (teeny's step at most 0.5x PyTorch's).
+  bench_peers.py train-epoch --model M [--threads N]
+      the wall time of one training epoch of Fashion-MNIST's 60k images (Debian's
+      dataset-fashion-mnist) at batch 64 with AdamW lr 1e-3, shuffled, as the demo trains (the
+      test-set evaluation not counted), printed as one JSON line with "mode": "epoch".
   bench_peers.py teeny-json FILE
       turns Google Benchmark's JSON (bench-models --benchmark_format=json) into the same lines, for
       "runtime": "teeny" (an "error" field instead of times for a skipped model).
@@ -95,6 +107,108 @@ def time_pytorch(name, batch, threads, seconds):
                       "version": torch.__version__, "num_threads": torch.get_num_threads()}))
 
 
+def time_pytorch_training(name, batch, threads, seconds):
+    torch, fixtures = import_torch(threads)
+    torch.set_num_threads(threads)
+    model = build_model(torch, fixtures, name).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(42)
+    x = example_input(torch, name, batch)
+    labels = torch.randint(0, 10, (batch,), generator=generator)
+    phases = {"step": [], "forward": [], "loss": [], "backward": [], "optimizer": []}
+
+    def step(record):
+        t0 = time.perf_counter_ns()
+        logits = model(x)
+        t1 = time.perf_counter_ns()
+        loss = torch.nn.functional.cross_entropy(logits, labels)
+        t2 = time.perf_counter_ns()
+        loss.backward()
+        t3 = time.perf_counter_ns()
+        optimizer.step()
+        optimizer.zero_grad()
+        t4 = time.perf_counter_ns()
+        if record:
+            for key, a, b in (("step", t0, t4), ("forward", t0, t1), ("loss", t1, t2), ("backward", t2, t3),
+                              ("optimizer", t3, t4)):
+                phases[key].append((b - a) / 1e3)
+
+    warm_until = time.perf_counter() + min(0.3, seconds / 4)
+    for i in range(1000000):
+        step(False)
+        if i >= 4 and time.perf_counter() > warm_until:
+            break
+    stop_at = time.perf_counter() + seconds
+    while len(phases["step"]) < 20 or time.perf_counter() < stop_at:
+        step(True)
+    line = {"runtime": "pytorch", "mode": "train", "model": name, "batch": batch, "threads": threads,
+            "p50_us": statistics.median(phases["step"]), "min_us": min(phases["step"]), "runs": len(phases["step"]),
+            "version": torch.__version__, "num_threads": torch.get_num_threads()}
+    for key in ("forward", "loss", "backward", "optimizer"):
+        line[key + "_us"] = statistics.median(phases[key])
+    print(json.dumps(line))
+
+
+def time_pytorch_epoch(name, threads):
+    torch, fixtures = import_torch(threads)
+    torch.set_num_threads(threads)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from train_fashion_mnist import load
+    train_x, train_y = load("train")
+    torch.manual_seed(0)
+    model = build_model(torch, fixtures, name).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    start = time.perf_counter()
+    perm = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(0))
+    for i in range(0, len(perm), 64):
+        idx = perm[i:i + 64]
+        loss = torch.nn.functional.cross_entropy(model(train_x[idx]), train_y[idx])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print(json.dumps({"runtime": "pytorch", "mode": "epoch", "model": name, "batch": 64, "threads": threads,
+                      "seconds": time.perf_counter() - start, "version": torch.__version__}))
+
+
+def train_table(path):
+    runs = {}  # (model, batch, threads, runtime) -> [result line per round]
+    with open(path) as f:
+        for raw in f:
+            raw = raw.strip()
+            if raw.startswith("{"):
+                r = json.loads(raw)
+                if r.get("mode") == "train" and "error" not in r:
+                    runs.setdefault((r["model"], r["batch"], r["threads"], r["runtime"]), []).append(r)
+                elif "error" in r:
+                    print(f"{r['runtime']} {r.get('model')}: {r['error']}")
+
+    def med(key, field):
+        values = [r[field] for r in runs.get(key, [])]
+        return statistics.median(values) if values else None
+
+    print("time per training step (forward + loss + backward + AdamW + zero_grad): the median over rounds of each "
+          "run's median; phases: forward / backward / optimizer")
+    header = ("model", "batch", "thr", "teeny", "PyTorch", "teeny/PyTorch", "teeny phases", "PyTorch phases",
+              "target", "rounds")
+    lines = [header]
+    for model, batch, threads in sorted({k[:3] for k in runs}):
+        t, p = (med((model, batch, threads, rt), "p50_us") for rt in ("teeny", "pytorch"))
+
+        def phases(rt):
+            values = [med((model, batch, threads, rt), f + "_us") for f in ("forward", "backward", "optimizer")]
+            return "-" if None in values else " / ".join(fmt_us(v) for v in values)
+
+        verdict = "-" if t is None or p is None else "<= 0.5x PyTorch: " + ("met" if t <= 0.5 * p else "MISSED")
+        lines.append((model, str(batch), str(threads), fmt_us(t), fmt_us(p), f"{t / p:.2f}" if t and p else "-",
+                      phases("teeny"), phases("pytorch"), verdict,
+                      str(len(runs.get((model, batch, threads, "teeny"), [])))))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for i, line in enumerate(lines):
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
 def teeny_json(path):
     with open(path) as f:
         report = json.load(f)
@@ -175,6 +289,15 @@ def main(argv):
         return teeny_json(argv[1])
     if len(argv) >= 2 and argv[0] == "table":
         return table(argv[1])
+    if len(argv) >= 2 and argv[0] == "train-table":
+        return train_table(argv[1])
+    if argv and argv[0] == "train-epoch":
+        opts = dict(zip(argv[1::2], argv[2::2]))
+        return time_pytorch_epoch(opts["--model"], int(opts.get("--threads", "1")))
+    if argv and argv[0] == "train-time":
+        opts = dict(zip(argv[1::2], argv[2::2]))
+        return time_pytorch_training(opts["--model"], int(opts["--batch"]), int(opts["--threads"]),
+                                     float(opts.get("--seconds", "2")))
     if argv and argv[0] == "time":
         opts = dict(zip(argv[1::2], argv[2::2]))
         return time_pytorch(opts["--model"], int(opts["--batch"]), int(opts["--threads"]),

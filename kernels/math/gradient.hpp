@@ -5,6 +5,7 @@
 // and a tie of maximum/minimum splitting the gradient in half.
 #include <cmath>
 
+#include "math/cast.hpp"
 #include "math/elementwise.hpp"
 #include "math/host_device.hpp"
 
@@ -114,6 +115,18 @@ TEENY_HD inline BinaryPartials<T> binary_partials(BinaryFn fn, T a, T b, T y) {
     }
   }
   return {one, one};
+}
+
+/// dx + dy's share for y = x.to(To) between floating dtypes: dy converted back to x's dtype
+/// (PyTorch's grad.to(x.dtype)), added in x's dtype (f16 and bf16 add in float and round back).
+template <class From, class To>
+TEENY_HD inline From cast_gradient_add(From dx, To dy) {
+  const From back = cast_element<From>(dy);
+  if constexpr (cast_detail::is_half<From>) {
+    return From(static_cast<float>(dx) + static_cast<float>(back));
+  } else {
+    return dx + back;
+  }
 }
 
 }  // namespace teeny::math

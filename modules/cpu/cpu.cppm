@@ -148,6 +148,14 @@ static_assert(BackwardKernelFor<CpuContext, dropout_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, dropout_op<double>>);
 static_assert(BackwardKernelFor<CpuContext, embedding_op<float>>);
 static_assert(BackwardKernelFor<CpuContext, embedding_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, pad_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, pad_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, upsample_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, upsample_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, cast_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, cast_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, attention_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, attention_op<double>>);
 // Kernels whose prepared state is derived from parameter values refresh it after an optimizer step.
 static_assert(RefreshableKernel<CpuContext, linear_op<float>, LinearState>);
 static_assert(RefreshableKernel<CpuContext, linear_op<double>, LinearState>);

@@ -338,6 +338,34 @@ void for_each_grad_plane(const PoolGradArgs<T>& g, std::int64_t window_elements,
     }
   });
 }
+// The 2x2 tiling of the forward's fast path: every input lies in one window, and the window's
+// winner (the first maximum, or the last NaN, as the forward picks it) is found without branches,
+// which a data-dependent winner would mispredict half the time.
+template <class T>
+void max_pool_2x2_backward(const T* x, const T* dy, T* dx, const Planes& p) {
+  for (std::int64_t oh = 0; oh < p.ho; ++oh) {
+    const T* __restrict top = x + 2 * oh * p.w;
+    const T* __restrict bottom = top + p.w;
+    T* __restrict dtop = dx + 2 * oh * p.w;
+    T* __restrict dbottom = dtop + p.w;
+    const T* __restrict grad = dy + oh * p.wo;
+    for (std::int64_t ow = 0; ow < p.wo; ++ow) {
+      const T a = top[2 * ow], b = top[2 * ow + 1], c = bottom[2 * ow], d = bottom[2 * ow + 1];
+      const bool na = a != a, nb = b != b, nc = c != c, nd = d != d;
+      const bool any_nan = na || nb || nc || nd;
+      const bool a_max = a >= b && a >= c && a >= d;
+      const bool b_max = !a_max && b >= c && b >= d;
+      const bool c_max = !a_max && !b_max && c >= d;
+      const bool wins[4] = {any_nan ? na && !nb && !nc && !nd : a_max, any_nan ? nb && !nc && !nd : b_max,
+                            any_nan ? nc && !nd : c_max, any_nan ? nd : !a_max && !b_max && !c_max};
+      const T gv = grad[ow];
+      dtop[2 * ow] += wins[0] ? gv : T(0);
+      dtop[2 * ow + 1] += wins[1] ? gv : T(0);
+      dbottom[2 * ow] += wins[2] ? gv : T(0);
+      dbottom[2 * ow + 1] += wins[3] ? gv : T(0);
+    }
+  }
+}
 }  // namespace
 
 template <CpuReal T>
@@ -348,6 +376,11 @@ Result<NoState> prepare_backward_kernel(const max_pool2d_op<T>&, const PoolGradA
 template <CpuReal T>
 void run_backward_kernel(const max_pool2d_op<T>&, const PoolGradArgs<T>& g, NoState&, CpuContext& cpu) {
   const Window2d& win = g.forward.window;
+  if (tiles_2x2(win, planes_of(g.forward))) {
+    for_each_grad_plane(g, 4, cpu,
+                        [](const T* x, const T* dy, T* dx, const Planes& p) { max_pool_2x2_backward(x, dy, dx, p); });
+    return;
+  }
   for_each_grad_plane(g, win.kernel_h * win.kernel_w, cpu, [&](const T* x, const T* dy, T* dx, const Planes& p) {
     for (std::int64_t oh = 0; oh < p.ho; ++oh) {
       const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);

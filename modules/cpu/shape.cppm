@@ -1,6 +1,6 @@
 // teeny.cpu:shape — CPU kernels of the data-movement ops: reshape (a memcpy), permute / slice /
-// concat (one strided copy), pad, nearest upsampling and cast. Index rules are
-// kernels/math/indexing.hpp, conversions kernels/math/cast.hpp.
+// concat (one strided copy), pad, nearest upsampling and cast, and (training builds) their
+// backward. Index rules are kernels/math/indexing.hpp, conversions kernels/math/cast.hpp.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -10,6 +10,7 @@ module;
 #include <vector>
 
 #include "math/cast.hpp"
+#include "math/gradient.hpp"
 #include "math/indexing.hpp"
 export module teeny.cpu:shape;
 import teeny.core;
@@ -79,6 +80,25 @@ template <CpuReal T>
 Result<NoState> prepare_kernel(const cast_op<T>& op, const CastArgs& args, CpuContext& cpu);
 template <CpuReal T>
 void run_kernel(const cast_op<T>& op, const CastArgs& args, NoState& state, CpuContext& cpu);
+
+#if TEENY_TRAINING
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const pad_op<T>& op, const InputGradArgs<PadArgs<T>, T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const pad_op<T>& op, const InputGradArgs<PadArgs<T>, T>& args, NoState& state,
+                         CpuContext& cpu);
+/// The same source tables as the forward's: dy is added back along them.
+template <CpuReal T>
+Result<UpsampleState> prepare_backward_kernel(const upsample_op<T>& op, const InputGradArgs<UpsampleArgs<T>, T>& args,
+                                              CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const upsample_op<T>& op, const InputGradArgs<UpsampleArgs<T>, T>& args, UpsampleState& state,
+                         CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const cast_op<T>& op, const CastBackwardArgs& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const cast_op<T>& op, const CastBackwardArgs& args, NoState& state, CpuContext& cpu);
+#endif
 
 }  // namespace teeny
 
@@ -366,6 +386,137 @@ void run_backward_kernel(const reshape_op<T>&, const InputGradArgs<CopyArgs<T>, 
   const std::int64_t n = g.dy.numel();
   for (std::int64_t i = 0; i < n; ++i) g.dx.data[i] += g.dy.data[i];
 }
+
+namespace {
+// dx[source(o)] += dy[o] for every output o that read the input (the transpose of the forward's
+// gather). The leading dims that are neither padded nor cropped map output slabs onto disjoint
+// slabs of dx, so the pool takes whole slabs; inside one, several outputs may add to one element
+// (reflect, replicate) and do so in order.
+template <class T>
+void pad_backward(const InputGradArgs<PadArgs<T>, T>& g, CpuContext& cpu) {
+  const PadArgs<T>& f = g.forward;
+  const TensorView<T>& dx = g.dx;
+  const ConcreteShape& out = g.dy.shape;
+  const std::size_t rank = out.rank();
+  if (dx.data == nullptr || out.numel() == 0 || dx.numel() == 0) return;
+  if (rank == 0) {
+    *dx.data += *g.dy.data;
+    return;
+  }
+  const std::int64_t inner = out[rank - 1];
+  const std::int64_t rows = out.numel() / inner;
+  std::size_t lead = 0;
+  while (lead + 1 < rank && f.before[lead] == 0 && f.x.shape[lead] == out[lead]) ++lead;
+  std::int64_t slabs = 1;
+  for (std::size_t d = 0; d < lead; ++d) slabs *= out[d];
+  const std::int64_t rows_per_slab = rows / slabs;
+  const std::int64_t n = f.x.shape[rank - 1];
+  const std::int64_t before = f.before[rank - 1];
+  const std::int64_t stride = dx.strides[rank - 1];
+  const math::PadKind kind = f.kind;
+  const std::int64_t lo = std::clamp<std::int64_t>(before, 0, inner);
+  const std::int64_t hi = std::clamp<std::int64_t>(before + n, lo, inner);
+  const Tasks tasks = split_rows(slabs, rows_per_slab * inner);
+  cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task * rows_per_slab;
+    const std::int64_t last = std::min(slabs, (static_cast<std::int64_t>(task) + 1) * tasks.per_task) * rows_per_slab;
+    for (std::int64_t row = first; row < last; ++row) {
+      std::int64_t rest = row;
+      std::int64_t offset = 0;
+      bool filled = false;  // the whole row was constant fill (or cropped away): no gradient
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        const std::int64_t source = math::pad_source_index(kind, rest % out[d], f.before[d], f.x.shape[d]);
+        rest /= out[d];
+        filled = filled || source < 0;
+        offset += source * dx.strides[d];
+      }
+      if (filled) continue;
+      const T* in = g.dy.data + row * inner;
+      T* grad = dx.data + offset;
+      if (kind == math::PadKind::constant) {
+        for (std::int64_t j = lo; j < hi; ++j) grad[(j - before) * stride] += in[j];
+      } else {
+        for (std::int64_t j = 0; j < inner; ++j) grad[math::pad_source_index(kind, j, before, n) * stride] += in[j];
+      }
+    }
+  });
+}
+
+// dx[n, c, src_h[o], src_w[p]] += dy[n, c, o, p]. Planes of dx are disjoint, so the pool takes
+// whole planes; inside one, the outputs sharing a source add in order.
+template <class T>
+void upsample_backward(const InputGradArgs<UpsampleArgs<T>, T>& g, const UpsampleState& state, CpuContext& cpu) {
+  const TensorView<T>& dx = g.dx;
+  if (dx.data == nullptr) return;
+  const std::int64_t channels = g.dy.shape[1];
+  const std::int64_t oh = g.dy.shape[2];
+  const std::int64_t ow = g.dy.shape[3];
+  const std::int64_t planes = g.dy.shape[0] * channels;
+  if (planes == 0 || oh * ow == 0) return;
+  const Tasks tasks = split_rows(planes, oh * ow);
+  cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+    const std::int64_t last = std::min(planes, first + tasks.per_task);
+    for (std::int64_t plane = first; plane < last; ++plane) {
+      T* grad = dx.data + (plane / channels) * dx.strides[0] + (plane % channels) * dx.strides[1];
+      for (std::int64_t o = 0; o < oh; ++o) {
+        T* grad_row = grad + state.src_h[static_cast<std::size_t>(o)] * dx.strides[2];
+        const T* in = g.dy.data + (plane * oh + o) * ow;
+        for (std::int64_t j = 0; j < ow; ++j)
+          grad_row[state.src_w[static_cast<std::size_t>(j)] * dx.strides[3]] += in[j];
+      }
+    }
+  });
+}
+
+// dx[i] += dy[i] converted back to x's dtype, for a cast between floating dtypes From -> To.
+template <class From, class To>
+void cast_backward(From* dx, const To* dy, std::int64_t n, CpuContext& cpu) {
+  const Tasks tasks = split_rows(n, 1);
+  cpu.pool().parallel_for(tasks.count, [&](std::size_t task) {
+    const std::int64_t first = static_cast<std::int64_t>(task) * tasks.per_task;
+    const std::int64_t last = std::min(n, first + tasks.per_task);
+    for (std::int64_t i = first; i < last; ++i) dx[i] = math::cast_gradient_add(dx[i], dy[i]);
+  });
+}
+}  // namespace
+
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const pad_op<T>&, const InputGradArgs<PadArgs<T>, T>&, CpuContext&) {
+  return NoState{};
+}
+template <CpuReal T>
+void run_backward_kernel(const pad_op<T>&, const InputGradArgs<PadArgs<T>, T>& g, NoState&, CpuContext& cpu) {
+  pad_backward(g, cpu);
+}
+
+template <CpuReal T>
+Result<UpsampleState> prepare_backward_kernel(const upsample_op<T>& op, const InputGradArgs<UpsampleArgs<T>, T>& g,
+                                              CpuContext& cpu) {
+  return prepare_kernel(op, g.forward, cpu);
+}
+template <CpuReal T>
+void run_backward_kernel(const upsample_op<T>&, const InputGradArgs<UpsampleArgs<T>, T>& g, UpsampleState& state,
+                         CpuContext& cpu) {
+  upsample_backward(g, state, cpu);
+}
+
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const cast_op<T>&, const CastBackwardArgs&, CpuContext&) {
+  return NoState{};
+}
+template <CpuReal T>
+void run_backward_kernel(const cast_op<T>&, const CastBackwardArgs& g, NoState&, CpuContext& cpu) {
+  if (g.dx == nullptr) return;
+  // One loop per floating (from, to) pair; pack_backward_args refused any other.
+  visit_dtype(g.forward.from, [&]<class From>(std::type_identity<From>) {
+    visit_dtype(g.forward.to, [&]<class To>(std::type_identity<To>) {
+      if constexpr (FloatElement<From> && FloatElement<To>) {
+        cast_backward(static_cast<From*>(g.dx), static_cast<const To*>(g.dy), g.forward.n, cpu);
+      }
+    });
+  });
+}
 #endif
 
 // Every kernel above compiled here, once per element type: importers call these instances.
@@ -396,7 +547,16 @@ void run_backward_kernel(const reshape_op<T>&, const InputGradArgs<CopyArgs<T>, 
   template Result<NoState> prepare_backward_kernel(const slice_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&);   \
   template void run_backward_kernel(const slice_op<T>&, const StridedCopyGradArgs<T>&, NoState&, CpuContext&);        \
   template Result<NoState> prepare_backward_kernel(const concat_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&);  \
-  template void run_backward_kernel(const concat_op<T>&, const StridedCopyGradArgs<T>&, NoState&, CpuContext&);
+  template void run_backward_kernel(const concat_op<T>&, const StridedCopyGradArgs<T>&, NoState&, CpuContext&);       \
+  template Result<NoState> prepare_backward_kernel(const pad_op<T>&, const InputGradArgs<PadArgs<T>, T>&,             \
+                                                   CpuContext&);                                                      \
+  template void run_backward_kernel(const pad_op<T>&, const InputGradArgs<PadArgs<T>, T>&, NoState&, CpuContext&);    \
+  template Result<UpsampleState> prepare_backward_kernel(const upsample_op<T>&,                                       \
+                                                         const InputGradArgs<UpsampleArgs<T>, T>&, CpuContext&);      \
+  template void run_backward_kernel(const upsample_op<T>&, const InputGradArgs<UpsampleArgs<T>, T>&, UpsampleState&,  \
+                                    CpuContext&);                                                                     \
+  template Result<NoState> prepare_backward_kernel(const cast_op<T>&, const CastBackwardArgs&, CpuContext&);          \
+  template void run_backward_kernel(const cast_op<T>&, const CastBackwardArgs&, NoState&, CpuContext&);
 #else
 #define TEENY_CPU_BACKWARD_INSTANCES(T)
 #endif

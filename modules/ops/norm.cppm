@@ -134,6 +134,13 @@ struct batch_norm_op {
   Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
     auto forward = pack_args(forward_bindings(b));
     if (!forward) return std::move(forward).error();
+    // Batch statistics of one value per channel are no statistics (the variance is 0): refused,
+    // as PyTorch refuses such a batch in training.
+    if (const ConcreteShape& x = forward->x.shape; x[0] * x[2] == 1) {
+      return fail(Errc::shape_mismatch,
+                  "batch norm in training needs more than one value per channel, got an input of ", b.inputs[0].shape,
+                  " (one value per channel): train with a larger batch");
+    }
     BackwardArgs g{*forward, {}, {}, {}, {}};
     if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, g.forward.x, g.dx),
                              bind_grad_param(b, 0, g.forward.weight, g.dweight),

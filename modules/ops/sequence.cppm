@@ -1,5 +1,6 @@
 // teeny.ops:sequence — the ops of sequence models: embedding_op (nn.Embedding: integer indices in,
-// rows of a float table out) and attention_op (F.scaled_dot_product_attention).
+// rows of a float table out) and attention_op (F.scaled_dot_product_attention), both with a
+// backward in training builds.
 //
 //   embedding_op<float>{.attrs = {.num_embeddings = 1000, .embedding_dim = 64}, .out = ...};
 //   attention_op<float>{.attrs = {.causal = true}, .out = ...};   // scale 1/sqrt(E)
@@ -152,6 +153,22 @@ struct AttentionArgs {
   auto fields() const { return std::tie(q, k, v, y, scale, causal); }
 };
 
+#if TEENY_TRAINING
+/// Backward of attention_op, per batch entry of the output, with P recomputed from q and k:
+/// dv += P^T dy, dS = P * (dy v^T - rowsum(P * dy v^T)), dq += scale dS k, dk += scale dS^T q.
+/// dq, dk and dv are viewed over the batch as the forward read q, k and v (stride 0 where an
+/// operand is broadcast), so a broadcast operand's gradient sums over the batches that shared it.
+template <FloatElement T>
+struct AttentionBackwardArgs {
+  AttentionArgs<T> forward;
+  TensorView<T> dy;  // like forward.y
+  TensorView<T> dq;  // like forward.q, or empty
+  TensorView<T> dk;  // like forward.k, or empty
+  TensorView<T> dv;  // like forward.v, or empty
+  auto fields() const { return std::tie(forward, dy, dq, dk, dv); }
+};
+#endif
+
 /// F.scaled_dot_product_attention(q, k, v): softmax(q k^T * scale [+ causal mask]) v, batch dims
 /// broadcast; scale defaults to 1/sqrt(E).
 template <FloatElement T>
@@ -163,7 +180,10 @@ struct attention_op {
   std::string_view name() const { return "attention"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"attention", "teeny_attention", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"attention", "teeny_attention", ""},
+            backward_kernel_ref("attention_backward", "teeny_attention_backward")};
+  }
   std::size_t n_activation_inputs() const { return 3; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -195,7 +215,41 @@ struct attention_op {
     const std::int64_t rows = y.rank() < 2 || y.last() == 0 ? 1 : y.numel() / y.last();
     return {ceil_div(rows, 16), 1, 1};
   }
+
+#if TEENY_TRAINING
+  // One launch for q, k and v: all three gradients come from the same recomputed probabilities.
+  using BackwardArgs = AttentionBackwardArgs<T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    const OpBindings fb = forward_bindings(b);
+    auto forward = pack_args(fb);
+    if (!forward) return std::move(forward).error();
+    BackwardArgs g{*forward, {}, {}, {}, {}};
+    if (auto e = bind_grad_output(b, g.forward.y, g.dy); !e) return std::move(e).error();
+    TensorView<T>* grads[] = {&g.dq, &g.dk, &g.dv};
+    constexpr std::string_view what[] = {"query", "key", "value"};
+    for (std::size_t i = 0; i < 3; ++i) {
+      // Bound like the input as given, then broadcast over the batch exactly as pack_args did.
+      auto x = input_view<const T>(fb, i);
+      if (!x) return std::move(x).error();
+      TensorView<T> dx;
+      if (auto e = bind_grad_input(b, i, *x, dx); !e) return std::move(e).error();
+      if (dx.data == nullptr) continue;
+      auto broadcast = ops_detail::batch_broadcast(dx, g.forward.y.shape, what[i]);
+      if (!broadcast) return std::move(broadcast).error().context("gradient");
+      *grads[i] = *broadcast;
+    }
+    return g;
+  }
+  /// One block per batch entry.
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const {
+    const std::int64_t matrix = y.rank() < 2 ? 0 : y.last() * y[y.rank() - 2];
+    return {ceil_div(matrix == 0 ? 1 : y.numel() / matrix, 1), 1, 1};
+  }
+#endif
 };
 static_assert(RuntimeOp<attention_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<attention_op<float>>);
+#endif
 
 }  // namespace teeny

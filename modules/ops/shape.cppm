@@ -1,6 +1,7 @@
 // teeny.ops:shape — ops that move data without arithmetic: reshape (Flatten, Reshape), permute
 // (Transpose, Permute), slice (Slice, Split / chunk pieces), concat, pad, nearest upsampling, and
-// cast (Tensor.to). Their index rules are kernels/math/indexing.hpp and math/cast.hpp.
+// cast (Tensor.to). Their index rules are kernels/math/indexing.hpp and math/cast.hpp. Each has a
+// backward in training builds (a cast only to a floating dtype).
 module;
 #include <array>
 #include <cstddef>
@@ -310,7 +311,9 @@ struct pad_op {
   std::string_view name() const { return "pad"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"pad", "teeny_pad", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"pad", "teeny_pad", ""}, backward_kernel_ref("pad_backward", "teeny_pad_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -338,8 +341,21 @@ struct pad_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  // dx[i] += every dy[o] that read x[i]: one for constant padding (none where it filled or
+  // cropped), several at a reflected or replicated border.
+  using BackwardArgs = InputGradArgs<Args, T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape& y) const {
+    return grid(in.empty() ? y : in[0]);  // one thread per dx element, gathering its outputs
+  }
+#endif
 };
 static_assert(RuntimeOp<pad_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<pad_op<float>>);
+#endif
 
 template <FloatElement T>
 struct UpsampleArgs {
@@ -360,7 +376,10 @@ struct upsample_op {
   std::string_view name() const { return "upsample"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const { return {{"upsample", "teeny_upsample_nearest", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"upsample", "teeny_upsample_nearest", ""},
+            backward_kernel_ref("upsample_backward", "teeny_upsample_nearest_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -376,8 +395,20 @@ struct upsample_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  // dx[n, c, h, w] += the dy of every output pixel whose nearest source is (h, w).
+  using BackwardArgs = InputGradArgs<Args, T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape& y) const {
+    return grid(in.empty() ? y : in[0]);  // one thread per dx element, gathering its outputs
+  }
+#endif
 };
 static_assert(RuntimeOp<upsample_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<upsample_op<float>>);
+#endif
 
 /// Cast's arguments are untyped: both dtypes are run-time values (a Cast crosses from or to
 /// dtypes other than the op set's T), and the kernel dispatches on the pair.
@@ -390,6 +421,17 @@ struct CastArgs {
   auto fields() const { return std::tie(x, y, n, from, to); }
 };
 
+#if TEENY_TRAINING
+/// Backward of a cast between floating dtypes: dx += dy converted back to x's dtype. Untyped like
+/// CastArgs: dy is of forward.to, dx of forward.from.
+struct CastBackwardArgs {
+  CastArgs forward;
+  const void* dy = nullptr;  // n elements of forward.to, contiguous
+  void* dx = nullptr;        // n elements of forward.from, contiguous, or null: no gradient wanted
+  auto fields() const { return std::tie(forward, dy, dx); }
+};
+#endif
+
 /// Tensor.to(dtype) from any dtype to any other (rules: kernels/math/cast.hpp). T is only the op
 /// set's compute type: the dtypes are the bindings'.
 template <FloatElement T>
@@ -401,7 +443,9 @@ struct cast_op {
   std::string_view name() const { return "cast"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype; }
-  KernelInstance kernel() const { return {{"cast", "teeny_cast", ""}, std::nullopt}; }
+  KernelInstance kernel() const {
+    return {{"cast", "teeny_cast", ""}, backward_kernel_ref("cast_backward", "teeny_cast_backward")};
+  }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -420,7 +464,45 @@ struct cast_op {
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  using BackwardArgs = CastBackwardArgs;
+  /// Only a cast to a floating dtype passes a gradient, as in PyTorch: an integer or bool result is
+  /// piecewise constant, so a training load refuses a trained parameter that reaches the loss
+  /// only through one rather than silently giving it no gradient.
+  bool has_backward() const { return is_floating(dtype); }
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    auto forward = pack_args(forward_bindings(b));
+    if (!forward) return std::move(forward).error();
+    if (!is_floating(forward->to)) {
+      return fail(Errc::unsupported, "a cast to ", forward->to, " passes no gradient");
+    }
+    const TensorBinding& dy = b.grad_output;
+    if (dy.data == nullptr) return fail(Errc::invalid_argument, "the output's gradient is not bound");
+    if (dy.dtype != forward->to || dy.shape.numel() != forward->n) {
+      return fail(Errc::shape_mismatch, "the gradient of the output is ", dy.dtype, " ", dy.shape,
+                  " but the cast makes ", forward->n, " elements of ", forward->to);
+    }
+    BackwardArgs g{*forward, dy.data, nullptr};
+    if (!b.grad_inputs.empty() && b.grad_inputs[0].data != nullptr) {
+      const TensorBinding& dx = b.grad_inputs[0];
+      if (!is_floating(dx.dtype)) {
+        return fail(Errc::unsupported, "a cast from ", forward->from, " cannot pass a gradient to its integer input");
+      }
+      if (dx.dtype != forward->from || dx.shape.numel() != forward->n) {
+        return fail(Errc::shape_mismatch, "the gradient of input 0 is ", dx.dtype, " ", dx.shape,
+                    " but the cast reads ", forward->n, " elements of ", forward->from);
+      }
+      g.dx = dx.data;
+    }
+    return g;
+  }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
 };
 static_assert(RuntimeOp<cast_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<cast_op<float>>);
+#endif
 
 }  // namespace teeny

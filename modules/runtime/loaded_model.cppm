@@ -61,6 +61,13 @@ concept BackwardKernelFor =
       };
     };
 
+/// What decides a trainable model's next random draws (dropout masks): its seed and the number of
+/// training forwards it has run.
+struct RandomState {
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+};
+
 /// A kernel whose prepared state depends on parameter values (a packed weight) refreshes it in
 /// place when they change: refresh_kernel(op, args, state, backend) -> Result<void>. A trainable
 /// model calls it before every forward, since an optimizer step changes them.
@@ -335,6 +342,13 @@ class LoadedModel {
   bool training() const { return training_; }
   /// Seeds dropout's masks; each training forward draws new ones (the step count goes on).
   void set_seed(std::uint64_t seed) { seed_ = seed; }
+  /// The seed and the count of training forwards so far, which together decide the next dropout
+  /// masks: a checkpoint saves them so that a resumed run draws the masks it would have drawn.
+  RandomState random_state() const { return {seed_, step_}; }
+  void set_random_state(const RandomState& state) {
+    seed_ = state.seed;
+    step_ = state.step;
+  }
 
   /// dL/d(output `name`) of the last forward, in the arena, zeroed by every forward: the loss
   /// writes its gradient here before backward(). Outputs not written contribute nothing.

@@ -9,14 +9,17 @@
 //   ... forward, loss into model->output_grad("logits"), backward, opt->step(), model->zero_grad()
 //   save_checkpoint("ckpt.safetensors", *model, *opt);      // load_checkpoint resumes bit for bit
 module;
+#include <charconv>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 export module teeny.train:model;
@@ -26,6 +29,15 @@ import teeny.io;
 import teeny.runtime;
 import :parameter;
 import :data;
+
+namespace teeny::model_detail {
+// The whole of `text` as an unsigned decimal integer.
+inline bool parse_u64(const std::string& text, std::uint64_t& value) {
+  const char* end = text.data() + text.size();
+  auto [rest, error] = std::from_chars(text.data(), end, value);
+  return error == std::errc{} && rest == end && !text.empty();
+}
+}  // namespace teeny::model_detail
 
 export namespace teeny {
 
@@ -38,6 +50,8 @@ concept TrainableModel = Model<M> && requires(M& m, const SafetensorsFile& file)
   m.zero_grad();
   { m.parameters() } -> std::same_as<std::vector<TensorRef>>;
   { m.load_weights(file) } -> std::same_as<Result<LoadReport>>;
+  { std::as_const(m).random_state() } -> std::same_as<RandomState>;
+  m.set_random_state(RandomState{});
 };
 
 /// The model's trained parameters as typed views (buffers such as running statistics are not
@@ -101,9 +115,14 @@ Result<void> init_parameters(M& model, std::uint64_t seed) {
 /// The prefix of the optimizer's tensors in a checkpoint, before its own keys (`state.0.exp_avg`).
 inline constexpr std::string_view optimizer_prefix = "optimizer.";
 
-/// Writes the model's state_dict (parameters and buffers, PyTorch's keys) and the optimizer's
-/// state (under `optimizer.`) to one safetensors file. PyTorch loads the model part with
-/// load_state_dict(strict=False) after dropping the optimizer.* keys.
+/// The metadata keys of a checkpoint that hold the model's RandomState (dropout's seed and step).
+inline constexpr std::string_view random_seed_key = "random_seed";
+inline constexpr std::string_view random_step_key = "random_step";
+
+/// Writes the model's state_dict (parameters and buffers, PyTorch's keys), the optimizer's state
+/// (under `optimizer.`) and, as metadata, the model's random state to one safetensors file.
+/// PyTorch loads the model part with load_state_dict(strict=False) after dropping the
+/// optimizer.* keys.
 template <TrainableModel M, class O>
   requires requires(const O& o) {
     { o.state_tensors() } -> std::same_as<std::vector<TensorRef>>;
@@ -117,7 +136,12 @@ Result<void> save_checkpoint(const std::string& path, M& model, const O& optimiz
   for (std::size_t i = 0; i < state.size(); ++i) {
     tensors.push_back({names[i], state[i].dtype, state[i].shape, state[i].data});
   }
-  return save_safetensors(path, tensors, {{"format", "pt"}, {"teeny", "checkpoint"}});
+  const RandomState random = model.random_state();
+  return save_safetensors(path, tensors,
+                          {{"format", "pt"},
+                           {"teeny", "checkpoint"},
+                           {std::string(random_seed_key), std::to_string(random.seed)},
+                           {std::string(random_step_key), std::to_string(random.step)}});
 }
 
 /// Loads a checkpoint written by save_checkpoint: every model key strictly, then the optimizer's
@@ -159,10 +183,24 @@ Result<void> load_checkpoint(const std::string& path, M& model, O& optimizer) {
     for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
     return fail(Errc::invalid_argument, "checkpoint '", path, "' does not match the model: ", all);
   }
+  // The random state, when the file has it (a checkpoint from elsewhere may not): read first, so
+  // that a malformed value is refused before anything changes.
+  std::optional<RandomState> random;
+  if (auto seed = file->metadata().find(std::string(random_seed_key)); seed != file->metadata().end()) {
+    auto step = file->metadata().find(std::string(random_step_key));
+    RandomState r;
+    if (step == file->metadata().end() || !model_detail::parse_u64(seed->second, r.seed) ||
+        !model_detail::parse_u64(step->second, r.step)) {
+      return fail(Errc::parse, "checkpoint '", path, "': metadata '", random_seed_key, "' and '", random_step_key,
+                  "' must both be unsigned integers");
+    }
+    random = r;
+  }
   // The optimizer's state first: it is checked as it loads and changes nothing on an error.
   if (auto loaded = optimizer.load_state(state); !loaded)
     return std::move(loaded).error().context(cat("checkpoint '", path, "'"));
   if (auto loaded = model.load_weights(*file, {.strict = false}); !loaded) return std::move(loaded).error();
+  if (random) model.set_random_state(*random);
   return ok();
 }
 

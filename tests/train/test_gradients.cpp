@@ -44,9 +44,9 @@ struct Precision {
   double tolerance;
 };
 // f64: the central difference errs by ~eps^2 |L'''| (truncation, ~1e-12) plus ~1e-16 |L| / eps
-// (rounding of the forward, ~1e-9 for these losses, |L| ~ 10). The worst case seen is 1.4e-9
-// (max_pool2d, log_softmax, permute_slice_concat), so 1e-7 leaves a margin of ~70 while a wrong
-// term of a backward (a missing factor or sum) is off by far more.
+// (rounding of the forward, ~1e-9 for these losses, |L| ~ 10). The worst case seen is 4e-9
+// (pad_reflect, the attention cases), so 1e-7 leaves a margin of ~25 while a wrong term of a
+// backward (a missing factor or sum) is off by far more.
 // f32: rounding of the forward (~1e-6 of the loss) divided by the step is ~1e-3 of the gradient.
 template <class T>
 constexpr Precision precision = std::same_as<T, double> ? Precision{1e-6, 1e-7} : Precision{1e-3, 2e-2};
@@ -154,6 +154,49 @@ std::vector<GradCase> cases(DType dt) {
     auto t = b.transpose(b.reshape(k, {1, 3, 2}), 1, 2);  // [1, 2, 3]
     return b.concat({s, t, s}, 0);                        // [5, 2, 3]
   });
+  // Pad, each mode between two convolutions (so dL/dx reaches the first one's weights): constant
+  // with a fill, asymmetric pads and a crop; reflect and replicate over two dims; replicate of a
+  // Linear's last dim.
+  add("pad_constant_asymmetric_crop", [dt](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", dt, {2, 2, 5, 4}), 3, {2, 2}).named("conv");  // [2, 3, 4, 3]
+    auto p = b.pad(h, {2, -1, 1, 0, 0, 1}, teeny::PadMode::constant, 0.5);       // [2, 4, 5, 4]
+    return b.conv2d(p, 2, {2, 2}).named("conv2");
+  });
+  add("pad_reflect", [dt](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", dt, {2, 2, 5, 4}), 3, {2, 2}).named("conv");  // [2, 3, 4, 3]
+    auto p = b.pad(h, {2, 1, 1, 3}, teeny::PadMode::reflect);                    // [2, 3, 8, 6]
+    return b.conv2d(p, 2, {3, 2}, {.stride = {2, 1}}).named("conv2");
+  });
+  add("pad_replicate", [dt](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", dt, {2, 2, 5, 4}), 3, {2, 2}).named("conv");  // [2, 3, 4, 3]
+    auto p = b.pad(h, {1, 3, 2, 0}, teeny::PadMode::replicate);                  // [2, 3, 6, 7]
+    return b.conv2d(p, 2, {2, 3}).named("conv2");
+  });
+  add("pad_replicate_last_dim", [dt](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", dt, {2, 3, 4}), 5, "fa");  // [2, 3, 5]
+    auto p = b.pad(h, {3, 1}, teeny::PadMode::replicate);       // [2, 3, 9]
+    return b.linear(p, 2).named("fb");
+  });
+  // Nearest upsampling of odd sizes: doubling (an exact shortcut), integer and fractional scales.
+  add("upsample_nearest_2", [dt](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", dt, {2, 2, 4, 4}), 3, {2, 2}).named("conv");  // [2, 3, 3, 3]
+    return b.conv2d(b.upsample(h, 2), 2, {2, 2}).named("conv2");
+  });
+  add("upsample_nearest_3x2", [dt](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", dt, {1, 2, 4, 6}), 3, {2, 2}).named("conv");  // [1, 3, 3, 5]
+    return b.upsample(h, 3, 2);                                                  // [1, 3, 9, 10]
+  });
+  add("upsample_nearest_fractional", [dt](GraphBuilder& b) {
+    auto h = b.conv2d(b.input("x", dt, {2, 1, 4, 6}), 2, {2, 2}).named("conv");  // [2, 2, 3, 5]
+    return b.upsample(h, 1.5, 2.5);                                              // [2, 2, 4, 12]
+  });
+  // Cast to f64 and back: the gradient crosses both casts (in an f64 graph both are to f64 itself:
+  // a round trip through f32 would round away the step).
+  add("cast_f64_round_trip", [dt](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", dt, {3, 4}), 5, "fa");
+    auto c = b.cast(b.cast(h, DType::f64), dt);
+    return b.linear(c, 3).named("fb");
+  });
   // Convolutions: stride, padding, dilation, groups, depthwise, 1-D, no bias, fused ReLU.
   add("conv2d_stride_pad_dilation_groups", [dt](GraphBuilder& b) {
     auto x = b.input("x", dt, {2, 4, 7, 6});
@@ -226,6 +269,36 @@ std::vector<GradCase> cases(DType dt) {
     return b.add(b.add(b.flatten(s, 0), b.sum(m)), b.mean(x, {0}));  // [3] + [] + [3]
   });
   add("log_softmax", [dt](GraphBuilder& b) { return b.log_softmax(trained(b, b.input("x", dt, {3, 4}), 6, "fc")); });
+  // Attention, q, k and v each made by a Linear: more queries than keys, causal with more and with
+  // fewer queries than keys (an explicit scale), k and v broadcast over batch dims, and one value
+  // as q, k and v at once (its three gradients add up).
+  add("attention_query_len_differs", [dt](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", dt, {2, 4, 6}), 5, "fq");  // [2, 4, 5]
+    auto x2 = b.input("x2", dt, {2, 3, 6});
+    auto k = trained(b, x2, 5, "fk");  // [2, 3, 5]
+    auto v = trained(b, x2, 7, "fv");  // [2, 3, 7]
+    return b.attention(q, k, v);
+  });
+  add("attention_causal_more_queries", [dt](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", dt, {2, 5, 3}), 4, "fq");  // [2, 5, 4]
+    auto x2 = b.input("x2", dt, {2, 3, 3});
+    return b.attention(q, trained(b, x2, 4, "fk"), trained(b, x2, 3, "fv"), {.causal = true});
+  });
+  add("attention_causal_fewer_queries_scaled", [dt](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", dt, {3, 4}), 4, "fq");  // [3, 4]
+    auto x2 = b.input("x2", dt, {5, 4});
+    return b.attention(q, trained(b, x2, 4, "fk"), trained(b, x2, 2, "fv"), {.causal = true, .scale = 0.7});
+  });
+  add("attention_broadcast_batch", [dt](GraphBuilder& b) {
+    auto q = trained(b, b.input("x", dt, {2, 3, 4, 6}), 5, "fq");   // [2, 3, 4, 5]
+    auto k = trained(b, b.input("x2", dt, {3, 6}), 5, "fk");        // [3, 5]: every batch entry
+    auto v = trained(b, b.input("x3", dt, {2, 1, 3, 6}), 4, "fv");  // [2, 1, 3, 4]: over dim 1
+    return b.attention(q, k, v);                                    // [2, 3, 4, 4]
+  });
+  add("attention_self_causal", [dt](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", dt, {2, 4, 3}), 6, "fc");
+    return b.attention(h, h, h, {.causal = true});
+  });
   return list;
 }
 
@@ -334,10 +407,11 @@ TEST_CASE("gradient check: every backward kernel against central finite differen
   }
 }
 
-TEST_CASE("gradient check in f32: the float kernels' backward (GEMM, convolution, norms)") {
+TEST_CASE("gradient check in f32: the float kernels' backward (GEMM, convolution, norms, a cast, attention)") {
   for (const GradCase& c : cases(DType::f32)) {
     const bool smoke = c.name == "linear_relu_fused" || c.name == "conv2d_stride_pad_dilation_groups" ||
-                       c.name == "batch_norm2d_train_relu" || c.name == "layer_norm";
+                       c.name == "batch_norm2d_train_relu" || c.name == "layer_norm" ||
+                       c.name == "cast_f64_round_trip" || c.name == "attention_self_causal";
     if (smoke) {
       SUBCASE(c.name.c_str()) { check_case<float>(c); }
     }

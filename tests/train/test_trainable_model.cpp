@@ -46,10 +46,12 @@ const float* floats(const teeny::TensorBinding& t) { return static_cast<const fl
 }  // namespace
 
 TEST_CASE("a training load refuses a parameter whose gradient would stop at an op without backward") {
+  // Every op of the standard set has a backward, but a cast to an integer dtype passes no gradient
+  // (as in PyTorch): a parameter that reaches the loss only through one would never train.
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {2, 4});
   auto h = b.linear(x, 6).named("fc");
-  auto t = b.pad(h, {1, 1}).named("widen");  // pad has no backward yet
+  auto t = b.cast(b.cast(h, DType::i32).named("quantize"), DType::f32);
   b.output("y", b.linear(t, 3).named("head"));
   auto graph = std::move(b).build();
   REQUIRE(graph);
@@ -58,13 +60,13 @@ TEST_CASE("a training load refuses a parameter whose gradient would stop at an o
   CHECK(model.error().code() == teeny::Errc::unsupported);
   const std::string message = model.error().to_string();
   CAPTURE(message);
-  CHECK(message.find("node 'widen' (pad)") != std::string::npos);
+  CHECK(message.find("node 'quantize' (cast)") != std::string::npos);
   CHECK(message.find("no backward") != std::string::npos);
 
   // The same op where no trained parameter is before it is fine: no gradient has to pass.
   GraphBuilder c;
   auto x2 = c.input("x", DType::f32, {2, 2});
-  c.output("y", c.linear(c.pad(x2, {1, 1}), 3).named("head"));
+  c.output("y", c.linear(c.cast(c.cast(x2, DType::i32), DType::f32), 3).named("head"));
   auto graph2 = std::move(c).build();
   REQUIRE(graph2);
   auto frozen = teeny::load_cpu_for_training(*graph2, {});
@@ -174,6 +176,23 @@ TEST_CASE("BatchNorm in training: batch statistics, PyTorch's running-stat updat
   CHECK(*batches == 1);
 }
 
+TEST_CASE("BatchNorm refuses a training batch of one value per channel, naming the node") {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {teeny::Dim::sym("batch"), 3});
+  b.output("y", b.batch_norm1d(b.linear(x, 2).named("fc")).named("bn"));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto refused = teeny::load_cpu_for_training(*graph, {{"batch", 1}});
+  REQUIRE_FALSE(refused);
+  const std::string message = refused.error().to_string();
+  CAPTURE(message);
+  CHECK(message.find("'bn'") != std::string::npos);
+  CHECK(message.find("more than one value per channel") != std::string::npos);
+  CHECK(message.find("[1, 2]") != std::string::npos);
+  CHECK(teeny::load_cpu_for_training(*graph, {{"batch", 2}}));  // two values: statistics
+  CHECK(teeny::load_cpu(*graph, {{"batch", 1}}));               // inference: the running ones
+}
+
 TEST_CASE("dropout: active in the training phase with seeded masks, the identity in eval") {
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {64, 32});
@@ -253,6 +272,67 @@ TEST_CASE("embedding backward: rows of dy added to the rows their indices read, 
   }
 }
 
+TEST_CASE("max pool 2x2 backward: the forward's winner gets the gradient (first maximum, last NaN), added to dx") {
+  // Two planes of 2 x 4: each holds two 2x2 windows. Plane 0: a clear maximum, then a four-way tie
+  // (the first wins). Plane 1: one NaN, then two NaNs (the last wins).
+  const float nan = std::nanf("");
+  const std::vector<float> x = {1, 5,   2,   2,    //
+                                3, 4,   2,   2,    //
+                                9, nan, 1,   nan,  //
+                                8, 7,   nan, 0};
+  const std::vector<float> dy = {10, 20, 30, 40};
+  std::vector<float> dx(16, 0.5f);  // a gradient already there: the backward adds to it
+  std::vector<float> y(4);
+  const teeny::Window2d window{2, 2, 2, 2, 0, 0, 1, 1};
+  const teeny::Pool2dArgs<float> forward{{x.data(), {2, 2, 4}}, {y.data(), {2, 1, 2}}, window};
+  const teeny::InputGradArgs<teeny::Pool2dArgs<float>, float> args{
+      forward, {const_cast<float*>(dy.data()), {2, 1, 2}}, {dx.data(), {2, 2, 4}}};
+  teeny::CpuContext cpu;
+  teeny::max_pool2d_op<float> op{};
+  auto state = teeny::prepare_backward_kernel(op, args, cpu);
+  REQUIRE(state);
+  teeny::run_backward_kernel(op, args, *state, cpu);
+  const std::vector<float> expected = {0.5f, 10.5f, 20.5f, 0.5f,  //
+                                       0.5f, 0.5f,  0.5f,  0.5f,  //
+                                       0.5f, 30.5f, 0.5f,  0.5f,  //
+                                       0.5f, 0.5f,  40.5f, 0.5f};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    CHECK(dx[i] == expected[i]);
+  }
+}
+
+TEST_CASE("cast backward: a gradient through f16 or bf16 is rounded to that dtype on its way back") {
+  // y = (x W^T).to(half).to(f32): dL/d(half value) is dy rounded to half, so dW = round(dy)^T x.
+  // dy = 1 + 2^-12 is not a half (f16 keeps 10 fraction bits, bf16 7): it rounds to 1.
+  for (const DType half : {DType::f16, DType::bf16}) {
+    const std::string which(teeny::name(half));
+    CAPTURE(which);
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {2, 3});
+    b.output("y", b.cast(b.cast(b.linear(x, 4, false).named("fc"), half), DType::f32));
+    auto graph = std::move(b).build();
+    REQUIRE(graph);
+    auto model = teeny::load_cpu_for_training(*graph, {});
+    REQUIRE(model);
+    const auto params = model->parameter_gradients();
+    REQUIRE(params.size() == 1);
+    fill(params[0].value, random_values(12, 3, 0.1f));
+    const std::vector<float> xs = {1, 2, 3, -1, 0.5f, 4};
+    const teeny::TensorRef in[] = {ref("x", xs, {2, 3})};
+    REQUIRE(model->forward(in));
+    auto dy = model->output_grad("y");
+    REQUIRE(dy);
+    fill(*dy, std::vector<float>(8, 1.0f + 1.0f / 4096));
+    model->zero_grad();
+    REQUIRE(model->backward());
+    const float* dw = floats(params[0].grad);
+    for (int o = 0; o < 4; ++o) {
+      for (int i = 0; i < 3; ++i) CHECK(dw[o * 3 + i] == xs[i] + xs[3 + i]);  // exact: small integers and halves
+    }
+  }
+}
+
 TEST_CASE("a training step (forward, output gradient, backward, zero_grad) allocates nothing after the first") {
   auto graph = models::lenet();
   REQUIRE(graph);
@@ -277,7 +357,16 @@ TEST_CASE("a training step (forward, output gradient, backward, zero_grad) alloc
 }
 
 TEST_CASE("a checkpoint resumes training bit for bit: 10 steps, save, load into a fresh model, 10 more") {
-  auto graph = models::mlp();
+  // The demo's MLP with a dropout after each hidden layer: the resumed run must also draw the
+  // masks the straight one draws (the checkpoint carries the random state).
+  auto graph = [] {
+    GraphBuilder b;
+    auto h = b.flatten(b.input("x", DType::f32, {teeny::Dim::sym("batch"), 1, 28, 28}));
+    h = b.dropout(b.relu(b.linear(h, 512).named("fc1")), 0.2);
+    h = b.dropout(b.relu(b.linear(h, 512).named("fc2")), 0.2);
+    b.output("logits", b.linear(h, 10).named("fc3"));
+    return std::move(b).build();
+  }();
   REQUIRE(graph);
   const auto xs = random_values(8 * 784, 11);
   const std::vector<std::int64_t> labels = {3, 1, 4, 1, 5, 9, 2, 6};
@@ -298,6 +387,7 @@ TEST_CASE("a checkpoint resumes training bit for bit: 10 steps, save, load into 
     auto model = teeny::load_cpu_for_training(*graph, {{"batch", 8}});
     REQUIRE(model);
     REQUIRE(teeny::init_parameters(*model, seed));
+    model->set_seed(seed);
     return std::move(*model);
   };
   // 20 steps in one go.
@@ -325,6 +415,8 @@ TEST_CASE("a checkpoint resumes training bit for bit: 10 steps, save, load into 
   auto loaded = teeny::load_checkpoint(path, resumed, *opt);
   CAPTURE(loaded ? std::string() : loaded.error().to_string());
   REQUIRE(loaded);
+  CHECK(resumed.random_state().seed == 5);
+  CHECK(resumed.random_state().step == 10);
   train_steps(resumed, *opt, 10);
   for (std::size_t p = 0; p < params->size(); ++p) {
     const auto a = (*straight_params)[p].value.span();
