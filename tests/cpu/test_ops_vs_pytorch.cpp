@@ -630,6 +630,29 @@ TEST_CASE("the f32 lowering refuses integer arithmetic instead of computing it i
   CHECK(model.error().message().find("i64") != std::string::npos);
 }
 
+TEST_CASE("an f64 model loads f32 weights, converting them, and matches PyTorch's f32 result") {
+  auto file = teeny::SafetensorsFile::open(fixtures::path("ops/linear.safetensors"));  // nn.Linear(8, 5), f32
+  REQUIRE(file);
+  auto x = file->read("in.x", teeny::DType::f64);  // f32 values, exactly widened
+  REQUIRE(x);
+  GraphBuilder b;
+  b.output("out", b.linear(b.input("x", teeny::DType::f64, teeny::Shape(x->shape())), 5).named("op"));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu<double>(*graph, {});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  auto report = model->load_weights(*file, {.strict = false});
+  REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
+  CHECK(report->missing.empty());
+  CHECK(report->mismatched.empty());
+  const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", *x)};
+  REQUIRE(model->forward(refs));
+  auto expected = file->read("out", teeny::DType::f64);
+  REQUIRE(expected);
+  // PyTorch computed in f32: the f64 result differs from it by f32 rounding only.
+  fixtures::check_close_f64(*model->output("out"), *expected, 1e-5, 1e-6);
+}
+
 TEST_CASE("a model of one float dtype refuses a graph of the other, naming the node, input and dtypes") {
   for (const teeny::DType dtype : {teeny::DType::f64, teeny::DType::f32}) {
     const std::string own(teeny::name(dtype));
