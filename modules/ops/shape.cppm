@@ -487,7 +487,8 @@ struct cast_op {
     if (!b.grad_inputs.empty() && b.grad_inputs[0].data != nullptr) {
       const TensorBinding& dx = b.grad_inputs[0];
       if (!is_floating(dx.dtype)) {
-        return fail(Errc::unsupported, "a cast from ", forward->from, " cannot pass a gradient to its integer input");
+        return fail(Errc::unsupported, "a cast from ", forward->from,
+                    " cannot pass a gradient to its input, which is not floating point");
       }
       if (dx.dtype != forward->from || dx.shape.numel() != forward->n) {
         return fail(Errc::shape_mismatch, "the gradient of input 0 is ", dx.dtype, " ", dx.shape,
