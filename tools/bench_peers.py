@@ -85,23 +85,36 @@ def export(out_dir):
         print(f"exported {path} ({os.path.getsize(path) / 1e6:.2f} MB)", file=sys.stderr)
 
 
+def warm_then_time(run, seconds):
+    """Calls run(False) for a warm-up (at least 5 calls, up to a quarter of `seconds`, 0.3 s at most),
+    then run(True) for `seconds` and at least 20 calls: run times itself when told to record."""
+    warm_until = time.perf_counter() + min(0.3, seconds / 4)
+    for i in range(1000000):
+        run(False)
+        if i >= 4 and time.perf_counter() > warm_until:
+            break
+    stop_at = time.perf_counter() + seconds
+    timed = 0
+    while timed < 20 or time.perf_counter() < stop_at:
+        run(True)
+        timed += 1
+
+
 def time_pytorch(name, batch, threads, seconds):
     torch, fixtures = import_torch(threads)
     torch.set_num_threads(threads)
     model = build_model(torch, fixtures, name)
     x = example_input(torch, name, batch)
     samples = []
-    with torch.inference_mode():
-        warm_until = time.perf_counter() + min(0.3, seconds / 4)
-        for i in range(1000000):
-            model(x)
-            if i >= 4 and time.perf_counter() > warm_until:
-                break
-        stop_at = time.perf_counter() + seconds
-        while len(samples) < 20 or time.perf_counter() < stop_at:
-            start = time.perf_counter_ns()
-            model(x)
+
+    def forward(record):
+        start = time.perf_counter_ns()
+        model(x)
+        if record:
             samples.append((time.perf_counter_ns() - start) / 1e3)
+
+    with torch.inference_mode():
+        warm_then_time(forward, seconds)
     print(json.dumps({"runtime": "pytorch", "model": name, "batch": batch, "threads": threads,
                       "p50_us": statistics.median(samples), "min_us": min(samples), "runs": len(samples),
                       "version": torch.__version__, "num_threads": torch.get_num_threads()}))
@@ -133,14 +146,7 @@ def time_pytorch_training(name, batch, threads, seconds):
                               ("optimizer", t3, t4)):
                 phases[key].append((b - a) / 1e3)
 
-    warm_until = time.perf_counter() + min(0.3, seconds / 4)
-    for i in range(1000000):
-        step(False)
-        if i >= 4 and time.perf_counter() > warm_until:
-            break
-    stop_at = time.perf_counter() + seconds
-    while len(phases["step"]) < 20 or time.perf_counter() < stop_at:
-        step(True)
+    warm_then_time(step, seconds)
     line = {"runtime": "pytorch", "mode": "train", "model": name, "batch": batch, "threads": threads,
             "p50_us": statistics.median(phases["step"]), "min_us": min(phases["step"]), "runs": len(phases["step"]),
             "version": torch.__version__, "num_threads": torch.get_num_threads()}
