@@ -324,14 +324,15 @@ double loss_of(Model& model, std::span<const teeny::TensorRef> inputs, const std
 
 std::set<std::size_t> exercised_ops;  // op-set indices whose backward some case ran
 
-// Checks case `c` built in dtype_of<T> on the CPU model computing in T.
+// Checks case `c` built in dtype_of<T> on the CPU model computing in T with `threads` threads.
 template <class T>
-void check_case(const GradCase& c) {
+void check_case(const GradCase& c, std::size_t threads = 1) {
   CAPTURE(c.name);
   CAPTURE(teeny::name(teeny::dtype_of<T>));
+  CAPTURE(threads);
   auto graph = c.build();
   REQUIRE(graph);
-  auto model = teeny::load_cpu_for_training<T>(*graph, {});
+  auto model = teeny::load_cpu_for_training<T>(*graph, {}, {.threads = threads});
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
   std::mt19937 rng(1234);
   // Inputs and parameters at random (BatchNorm buffers keep their initial 0 / 1).
@@ -414,6 +415,15 @@ TEST_CASE("gradient check in f32: the float kernels' backward (GEMM, convolution
                        c.name == "cast_f64_round_trip" || c.name == "attention_self_causal";
     if (smoke) {
       SUBCASE(c.name.c_str()) { check_case<float>(c); }
+    }
+  }
+}
+
+TEST_CASE("gradient check on two threads: the convolution backward splits a batch's images over them") {
+  // Each thread sums its images' dW and db apart; the sums are then added (conv cases hold 2 images).
+  for (const GradCase& c : cases(DType::f64)) {
+    if (c.name.starts_with("conv")) {
+      SUBCASE(c.name.c_str()) { check_case<double>(c, 2); }
     }
   }
 }
