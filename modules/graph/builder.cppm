@@ -14,6 +14,7 @@
 // every recorded error at once, one per line, as "node 'fc2' (linear): input f32[batch, 784] ...".
 // Unnamed nodes are called `{op}_{n}` ("relu_0", "add_1"), counting per op name from 0.
 module;
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -28,6 +29,7 @@ module;
 export module teeny.graph:builder;
 import teeny.core;
 import :tensor_type;
+import :custom_op;
 import :op;
 import :graph;
 
@@ -152,6 +154,19 @@ class GraphBuilder {
   void output(std::string name, std::string_view node);
   /// Adds any op with these inputs (in operand order); an empty name gets the default `{op}_{n}`.
   Value add(GraphOp op, std::vector<Value> inputs, std::string name = {});
+  /// The same for one op type: one of teeny's, or one defined outside teeny (held in a CustomOp),
+  /// which must be a GraphOpType: check_graph_op says, at compile time, what it misses.
+  template <class Op>
+    requires(!std::same_as<Op, GraphOp> && !std::same_as<Op, Value>)
+  Value add(Op op, std::vector<Value> inputs, std::string name = {}) {
+    if constexpr (graph_detail::is_alternative<Op, GraphOp>) {
+      return add(GraphOp(std::move(op)), std::move(inputs), std::move(name));
+    } else if constexpr (check_graph_op<Op>()) {
+      return add(GraphOp(CustomOp(std::move(op))), std::move(inputs), std::move(name));
+    } else {
+      return {};
+    }
+  }
 
   // ---- layers (sizes of the input read off the input, as PyTorch's lazy modules do)
   Value linear(Value x, std::int64_t out_features, bool bias = true);

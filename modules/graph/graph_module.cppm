@@ -12,7 +12,8 @@
 //
 // Partitions: tensor_type (TensorType, ParamSpec, Arity, Size2), concepts (GraphOpType and the
 // customization points params_of, kind), ops_nn / ops_elementwise / ops_shape (the op
-// structs by family), op (GraphOp and its visitors), graph (Graph), builder (GraphBuilder, Value).
+// structs by family), custom_op (CustomOp, for ops defined outside teeny), op (GraphOp and its
+// visitors), graph (Graph), builder (GraphBuilder, Value).
 export module teeny.graph;
 export import teeny.core;
 export import :tensor_type;
@@ -21,6 +22,7 @@ export import :rules;  // exports nothing; every interface partition must be rea
 export import :ops_nn;
 export import :ops_elementwise;
 export import :ops_shape;
+export import :custom_op;
 export import :op;
 export import :graph;
 export import :builder;

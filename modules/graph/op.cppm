@@ -8,6 +8,7 @@
 //   kind(GraphOp{Binary{BinaryOp::add}}) == "add";  describe(...) == "add()"   // Binary::kind is "binary"
 //   infer(op, input_types)  -> Result<TensorType>            // checks the arity first
 module;
+#include <concepts>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -22,11 +23,13 @@ import :concepts;
 import :ops_nn;
 import :ops_elementwise;
 import :ops_shape;
+import :custom_op;
 
 export namespace teeny {
 
 /// Every op a run-time graph can hold. Adding an op: define it in its family's partition with a
 /// static_assert(GraphOpType<...>) after it, list it here, and give GraphBuilder a method for it.
+/// An op defined outside teeny needs none of that: GraphBuilder::add holds it in a CustomOp.
 using GraphOp = std::variant<
     // inputs and shape ops (ops_shape)
     Input, Cast, Flatten, Reshape, Transpose, Permute, Concat, Split, Slice, Pad, Upsample,
@@ -34,7 +37,9 @@ using GraphOp = std::variant<
     Linear, MatMul, Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm, LayerNorm, RMSNorm, GroupNorm,
     Embedding, Dropout, Attention,
     // element-wise ops and reductions (ops_elementwise)
-    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Softmax, LogSoftmax, Binary, Unary, Reduce>;
+    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Softmax, LogSoftmax, Binary, Unary, Reduce,
+    // any op defined outside teeny (custom_op)
+    CustomOp>;
 
 namespace graph_detail {
 template <class Variant>
@@ -58,10 +63,29 @@ Result<TensorType> infer(const GraphOp& op, std::span<const TensorType> inputs);
 /// The parameters and buffers the op owns for these input types, in state_dict order.
 std::vector<ParamSpec> params_of(const GraphOp& op, std::span<const TensorType> inputs);
 
-/// Whether `op` holds an `Op` (is<Input>(op)).
+namespace graph_detail {
+template <class Op, class Variant>
+inline constexpr bool is_alternative = false;
+template <class Op, class... Ops>
+inline constexpr bool is_alternative<Op, std::variant<Ops...>> = (std::same_as<Op, Ops> || ...);
+}  // namespace graph_detail
+
+/// The `Op` that `op` holds, or nullptr: one of teeny's ops (op_if<Linear>(op)) or a user's op
+/// held by CustomOp (op_if<SwiGLU>(op)).
+template <class Op>
+const Op* op_if(const GraphOp& op) {
+  if constexpr (graph_detail::is_alternative<Op, GraphOp>) {
+    return std::get_if<Op>(&op);
+  } else {
+    const auto* custom = std::get_if<CustomOp>(&op);
+    return custom != nullptr ? custom->get_if<Op>() : nullptr;
+  }
+}
+
+/// Whether `op` holds an `Op` (is<Input>(op), is<SwiGLU>(op)).
 template <class Op>
 bool is(const GraphOp& op) {
-  return std::holds_alternative<Op>(op);
+  return op_if<Op>(op) != nullptr;
 }
 
 }  // namespace teeny
@@ -73,7 +97,15 @@ std::string_view kind(const GraphOp& op) {
 }
 
 Arity arity(const GraphOp& op) {
-  return std::visit([](const auto& o) { return std::remove_cvref_t<decltype(o)>::arity; }, op);
+  return std::visit(
+      []<class Op>(const Op& o) {
+        if constexpr (std::same_as<Op, CustomOp>) {
+          return o.input_arity();  // the held op's, not CustomOp's sentinel
+        } else {
+          return Op::arity;
+        }
+      },
+      op);
 }
 
 std::string attributes(const GraphOp& op) {
