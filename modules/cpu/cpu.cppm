@@ -30,25 +30,41 @@ using CpuModelOf = LoadedModel<CpuContext, standard_ops<T>>;
 /// A model loaded on the CPU with the standard f32 ops.
 using CpuModel = CpuModelOf<float>;
 
+/// Lowers `graph` with `lowering` (any Lowering: the standard one, or the standard one extended
+/// with the user's ops and middlewares) and loads it on the CPU for the sizes in `dims`. Every op
+/// of the lowering's op set needs a CPU kernel (a compile-time check names the one that has none).
+template <Lowering L>
+Result<LoadedModel<CpuContext, typename L::op_set>> load_cpu(const Graph& graph, const L& lowering,
+                                                             const Bindings& dims, CpuOptions options = {}) {
+  auto lowered = lowering.lower(graph, LoweringMode::inference);
+  if (!lowered) return std::move(lowered).error();
+  return LoadedModel<CpuContext, typename L::op_set>::load(graph, std::move(*lowered), CpuContext(options), dims);
+}
+
 /// Lowers `graph` with the standard lowering for element type T and loads it on the CPU for the
 /// sizes in `dims`. The graph's values must be of that dtype (Cast converts).
 template <CpuReal T = float>
 Result<CpuModelOf<T>> load_cpu(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
-  auto lowered = standard_lowering<T>{}.lower(graph, LoweringMode::inference);
-  if (!lowered) return std::move(lowered).error();
-  return CpuModelOf<T>::load(graph, std::move(*lowered), CpuContext(options), dims);
+  return load_cpu(graph, standard_lowering<T>{}, dims, options);
 }
 
 #if TEENY_TRAINING
 /// Lowers `graph` for training (BatchNorms on batch statistics, dropouts active, no folds) and
 /// loads it on the CPU for the sizes in `dims`: the model runs forward, backward() and hands its
 /// parameters and gradients to an optimizer. It starts in the training phase.
-/// T = double gives exact gradients for checks against finite differences.
+/// T = double gives exact gradients for checks against finite differences. The first overload
+/// takes any Lowering, as load_cpu does.
+template <Lowering L>
+Result<LoadedModel<CpuContext, typename L::op_set>> load_cpu_for_training(const Graph& graph, const L& lowering,
+                                                                          const Bindings& dims,
+                                                                          CpuOptions options = {}) {
+  auto lowered = lowering.lower(graph, LoweringMode::training);
+  if (!lowered) return std::move(lowered).error();
+  return LoadedModel<CpuContext, typename L::op_set>::load(graph, std::move(*lowered), CpuContext(options), dims);
+}
 template <CpuReal T = float>
 Result<CpuModelOf<T>> load_cpu_for_training(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
-  auto lowered = standard_lowering<T>{}.lower(graph, LoweringMode::training);
-  if (!lowered) return std::move(lowered).error();
-  return CpuModelOf<T>::load(graph, std::move(*lowered), CpuContext(options), dims);
+  return load_cpu_for_training(graph, standard_lowering<T>{}, dims, options);
 }
 #endif
 }  // namespace teeny

@@ -78,8 +78,16 @@ concept RefreshableKernel = requires(B& backend, const Op& op, const typename Op
 #endif
 
 namespace loaded_detail {
+// The prepared state of Op's kernel on B (a placeholder when B has no kernel for Op: LoadedModel
+// then stops at its static_assert, not on errors about this type).
+struct NoKernel {};
 template <class B, class Op>
 struct kernel_state {
+  using type = NoKernel;
+};
+template <class B, class Op>
+  requires KernelFor<B, Op>
+struct kernel_state<B, Op> {
   using type = typename std::remove_cvref_t<decltype(prepare_kernel(
       std::declval<const Op&>(), std::declval<const typename Op::Args&>(), std::declval<B&>()))>::value_type;
 };
@@ -133,10 +141,26 @@ struct backward_step_variant<B, std::variant<Ops...>> {
 };
 #endif
 
+template <class>
+inline constexpr bool always_false = false;
+
+// Whether backend B runs Op, with a message saying what is missing when it does not; the note
+// under it ("in instantiation of ... check_kernel<teeny::CpuContext, user::swiglu_op<float>>")
+// names the backend and the op.
+template <class B, class Op>
+consteval bool check_kernel() {
+  if constexpr (!InputOpType<Op> && !KernelFor<B, Op>) {
+    static_assert(always_false<Op>,
+                  "an op of the op set has no kernel for this backend: declare `Result<State> prepare_kernel(const "
+                  "Op&, const Op::Args&, Backend&)` and `void run_kernel(const Op&, const Op::Args&, State&, "
+                  "Backend&)` in the op's namespace");
+  }
+  return true;
+}
 template <class B, class Ops>
 inline constexpr bool backend_runs_all = false;
 template <class B, class... Ops>
-inline constexpr bool backend_runs_all<B, std::variant<Ops...>> = ((InputOpType<Ops> || KernelFor<B, Ops>) && ...);
+inline constexpr bool backend_runs_all<B, std::variant<Ops...>> = (check_kernel<B, Ops>() && ...);
 }  // namespace loaded_detail
 
 /// What loading made: sizes of the arena (with and without reuse) and of the parameters.
@@ -172,8 +196,9 @@ struct StepTime {
 };
 
 template <class Backend, OpSetType Ops>
-  requires loaded_detail::backend_runs_all<Backend, Ops>
 class LoadedModel {
+  static_assert(loaded_detail::backend_runs_all<Backend, Ops>, "every op of the op set needs a kernel on the backend");
+
  public:
   /// Named input/output of a graph and the DAG node that holds it.
   struct Port {
@@ -188,6 +213,7 @@ class LoadedModel {
     auto order = model.lowered_.dag.topological_order();
     if (!order) return std::move(order).error();
     model.order_.assign(order->begin(), order->end());
+    if (auto wired = check_operands(model.lowered_.dag); !wired) return std::move(wired).error();
     for (NodeId g : graph.inputs()) model.inputs_.push_back({graph.dag()[g].name, model.lowered_.value_of(g)});
     for (const auto& out : graph.outputs()) model.outputs_.push_back({out.name, model.lowered_.value_of(out.node)});
 #if TEENY_TRAINING
@@ -301,7 +327,7 @@ class LoadedModel {
       const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       std::visit(
           [&]<class Op>(loaded_detail::Step<Backend, Op>& step) {
-            if constexpr (!InputOpType<Op>) {
+            if constexpr (KernelFor<Backend, Op>) {
               for (std::size_t i = 0; i < step.args.size(); ++i) {
                 run_kernel(*step.op, step.args[i], step.states[i], *backend_);
               }
@@ -628,6 +654,9 @@ class LoadedModel {
               // Stored bindings outlive the call: the views in Args point into the arena and params.
               const OpBindings bindings{in_bindings, param_bindings, plan->values[id]};
               const std::size_t launches = n_launches(op);
+              if (auto checked = check_launches(op, launches, in_bindings, plan->values[id].shape); !checked) {
+                return std::move(checked).error();
+              }
               for (std::size_t launch = 0; launch < launches; ++launch) {
                 auto args = pack_args_for_launch(op, launch, bindings);
                 if (!args && launches > 1) return std::move(args).error().context(cat("launch ", launch));
@@ -682,6 +711,49 @@ class LoadedModel {
     return plan;
   }
 
+  // Every op reads as many activations as its DAG node has operands (its n_activation_inputs; an
+  // input placeholder none): a lowering that wires a node otherwise is refused here, by name.
+  static Result<void> check_operands(const Dag<Ops>& dag) {
+    for (NodeId id = 0; id < dag.size(); ++id) {
+      const std::size_t reads = std::visit(
+          []<class Op>(const Op& op) -> std::size_t {
+            if constexpr (InputOpType<Op>) {
+              return 0;
+            } else {
+              return op.n_activation_inputs();
+            }
+          },
+          dag[id].op);
+      if (reads != dag[id].inputs.size()) {
+        return fail(Errc::invalid_argument, "node '", dag[id].name, "' (", name_of(dag[id].op), ") reads ", reads,
+                    " activation input(s) (its n_activation_inputs), but the lowered DAG gives it ",
+                    dag[id].inputs.size());
+      }
+    }
+    return ok();
+  }
+
+  // The seed's launch geometry and kernel names, checked once per plan: every launch needs at least
+  // one block of at least one thread, and at most 1024 threads per block (CUDA's limit, so that an
+  // op that would not launch on a GPU is caught on the CPU too); the forward kernel is named.
+  template <class Op>
+  static Result<void> check_launches(const Op& op, std::size_t launches, std::span<const TensorBinding> inputs,
+                                     const ConcreteShape& output) {
+    if (op.kernel().forward.name.empty()) return fail(Errc::internal, "the op's kernel() names no forward kernel");
+    if (launches == 0) return fail(Errc::internal, "the op has n_launches() == 0");
+    std::vector<ConcreteShape> shapes;
+    for (const TensorBinding& in : inputs) shapes.push_back(in.shape);
+    const Dim3 block = op.block();
+    for (std::size_t launch = 0; launch < launches; ++launch) {
+      const Dim3 grid = grid_for_launch(op, launch, shapes, output);
+      if (grid.volume() == 0 || block.volume() == 0 || block.volume() > 1024) {
+        return fail(Errc::internal, "launch ", launch, " has grid ", to_string(grid), " and block ", to_string(block),
+                    ": a launch needs at least one block of 1 to 1024 threads");
+      }
+    }
+    return ok();
+  }
+
   template <class Op>
   Result<void> add_params(NodeId id, const Op& op, const std::vector<ConcreteShape>& in, const ConcreteShape& out) {
     const auto shapes = op.param_shapes(in, out);
@@ -731,7 +803,7 @@ class LoadedModel {
     for (std::size_t s = 0; s < plan.steps.size(); ++s) {
       Result<void> prepared = std::visit(
           [&]<class Op>(loaded_detail::Step<Backend, Op>& step) -> Result<void> {
-            if constexpr (!InputOpType<Op>) {
+            if constexpr (KernelFor<Backend, Op>) {
               step.states.clear();
               for (const auto& args : step.args) {
                 auto state = prepare_kernel(*step.op, args, *backend_);
@@ -855,7 +927,7 @@ class LoadedModel {
     for (std::size_t s = 0; s < current_->steps.size(); ++s) {
       Result<void> refreshed = std::visit(
           [&]<class Op>(loaded_detail::Step<Backend, Op>& step) -> Result<void> {
-            if constexpr (!InputOpType<Op>) {
+            if constexpr (KernelFor<Backend, Op>) {
               using State = typename loaded_detail::kernel_state<Backend, Op>::type;
               if constexpr (RefreshableKernel<Backend, Op, State>) {
                 for (std::size_t i = 0; i < step.args.size(); ++i) {

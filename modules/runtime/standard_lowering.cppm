@@ -1,4 +1,5 @@
-// teeny.runtime:standard_lowering — Graph -> Dag<standard_ops<T>> for inference.
+// teeny.runtime:standard_lowering — Graph -> Dag<standard_ops<T>> (or an extension of it), for
+// inference or training.
 //
 // standard_node_lowering<T> maps each graph op to its executable op, keeping every attribute. Three
 // middlewares fuse on top of it, each delegating what it does not fuse to its base:
@@ -10,8 +11,14 @@
 // folds stand aside (BatchNorm runs on batch statistics, a residual add keeps its own backward),
 // dropouts become dropout_op, and only activations whose derivative follows from their output fuse.
 //
+// A user with ops of their own extends it instead of rewriting it: standard_lowering<T, Ops,
+// Middlewares...> emits into the extended op set Ops, with the user's middlewares on top.
+//
 //   auto lowered = standard_lowering<float>{}.lower(graph, LoweringMode::inference);
+//   using my_ops = extend_ops<standard_ops<float>, swiglu_op<float>>;
+//   auto mine = standard_lowering<float, my_ops, lower_swiglu>{}.lower(graph, LoweringMode::inference);
 module;
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -37,6 +44,13 @@ struct overloaded : F... {
 };
 template <class... F>
 overloaded(F...) -> overloaded<F...>;
+
+// The graph ops that lower to unary_op (activation_of says which function).
+template <class Op>
+concept ActivationGraphOp =
+    std::same_as<Op, ReLU> || std::same_as<Op, LeakyReLU> || std::same_as<Op, GELU> || std::same_as<Op, SiLU> ||
+    std::same_as<Op, Sigmoid> || std::same_as<Op, Tanh> || std::same_as<Op, Softplus> || std::same_as<Op, ELU> ||
+    std::same_as<Op, Hardswish> || std::same_as<Op, Unary>;
 
 // The activation a graph op computes, as a unary function, if it is one.
 inline std::optional<std::pair<UnaryFn, UnaryParams>> activation_of(const GraphOp& op) {
@@ -103,9 +117,16 @@ inline BinaryFn binary_fn(BinaryOp op) {
 }  // namespace lowering_detail
 
 /// One graph node -> its standard executable op (or none: Dropout is the identity at inference).
-template <FloatElement T>
+/// Ops: the op set it emits into, standard_ops<T> or a superset (extend_ops<standard_ops<T>, ...>)
+/// whose other ops a middleware above emits. Every GraphOp alternative has its case below, so a
+/// new graph op without one does not compile; CustomOp (ops defined outside teeny) is the one
+/// deliberately not lowered here.
+template <FloatElement T, OpSetType Ops = standard_ops<T>>
 struct standard_node_lowering {
-  using op_set = standard_ops<T>;
+  static_assert(contains_ops<Ops, standard_ops<T>>,
+                "the standard lowering emits every standard op: extend standard_ops<T> (extend_ops) rather than "
+                "replace it");
+  using op_set = Ops;
 
   Result<bool> lower_node(LoweringContext<op_set>& ctx, NodeId g) const {
     using namespace lowering_detail;
@@ -132,9 +153,12 @@ struct standard_node_lowering {
       if (!id) return std::move(id).error();
       return true;
     };
-    if (auto act = activation_of(node.op.op)) return emit(unary_op<T>{act->first, act->second, out});
     return std::visit(
         overloaded{
+            [&]<ActivationGraphOp A>(const A&) {
+              const auto act = activation_of(node.op.op);
+              return emit(unary_op<T>{act->first, act->second, out});
+            },
             [&](const Input&) { return emit(InputOp{node.name, type.shape, type.dtype}); },
             [&](const Linear& l) { return emit(linear_op<T>{l, out}); },
             [&](const MatMul&) { return emit(matmul_op<T>{out}); },
@@ -168,7 +192,11 @@ struct standard_node_lowering {
               ctx.alias(g, ctx.input(g, 0));  // the identity at inference
               return true;
             },
-            [&](const auto&) -> Result<bool> { return false; },
+            [&](const CustomOp& c) -> Result<bool> {
+              return fail(Errc::unsupported, "op '", c.name(),
+                          "' is defined outside teeny and no middleware of this lowering lowers it (give "
+                          "standard_lowering one: see docs/custom-ops.md)");
+            },
         },
         node.op.op);
   }
@@ -309,16 +337,12 @@ struct fold_residual_add {
   }
 };
 
-/// The standard lowering for element type T: standard ops, batch norms and residual adds folded
-/// into convolutions and activations fused where they can be.
-template <FloatElement T>
-struct standard_lowering {
-  using op_set = standard_ops<T>;
-  fuse_activations<fold_residual_add<fold_batch_norm<standard_node_lowering<T>>>> nodes{};
+/// A node lowering (a middleware chain) as a whole-graph Lowering.
+template <NodeLowering Nodes>
+struct graph_lowering {
+  using op_set = typename Nodes::op_set;
+  Nodes nodes{};
 
-  /// Inference folds and fuses all it can; training (training builds) keeps BatchNorms and residual
-  /// adds apart, runs dropouts, and fuses only activations whose derivative follows from their
-  /// output.
   Result<Lowered<op_set>> lower(const Graph& graph, LoweringMode mode) const {
 #if !TEENY_TRAINING
     if (mode == LoweringMode::training) {
@@ -328,5 +352,36 @@ struct standard_lowering {
     return lower_graph(nodes, graph, mode);
   }
 };
+
+/// The standard node lowering with its three middlewares: what standard_lowering runs.
+template <FloatElement T, OpSetType Ops = standard_ops<T>>
+using standard_node_chain = fuse_activations<fold_residual_add<fold_batch_norm<standard_node_lowering<T, Ops>>>>;
+
+namespace lowering_detail {
+template <class Base, template <class> class... Middlewares>
+struct stack {
+  using type = Base;
+};
+template <class Base, template <class> class Outer, template <class> class... Rest>
+struct stack<Base, Outer, Rest...> {
+  using type = Outer<typename stack<Base, Rest...>::type>;
+};
+}  // namespace lowering_detail
+
+/// The standard lowering for element type T: standard ops, batch norms and residual adds folded
+/// into convolutions and activations fused where they can be. Inference folds and fuses all it
+/// can; training (training builds) keeps BatchNorms and residual adds apart, runs dropouts, and
+/// fuses only activations whose derivative follows from their output.
+///
+/// With ops of its own, a user extends it rather than rewriting it: Ops is the extended op set and
+/// each Middleware<Base> (outermost first) lowers the user's graph ops and hands every other node
+/// to its Base:
+///   using my_ops = extend_ops<standard_ops<float>, swiglu_op<float>>;
+///   using my_lowering = standard_lowering<float, my_ops, lower_swiglu>;
+template <FloatElement T, OpSetType Ops = standard_ops<T>, template <class> class... Middlewares>
+struct standard_lowering
+    : graph_lowering<typename lowering_detail::stack<standard_node_chain<T, Ops>, Middlewares...>::type> {};
+
+static_assert(Lowering<standard_lowering<float>> && Lowering<standard_lowering<double>>);
 
 }  // namespace teeny
