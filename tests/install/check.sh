@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds and runs a program against an installed teeny the way docs/using-teeny.md tells a project
+# that does not use Meson: compile the installed module interfaces with your own compiler, in the
+# installed order, then the program, with pkg-config's flags.
+#   meson install -C build-test --destdir /tmp/stage && tests/install/check.sh /tmp/stage/usr/local
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+prefix=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export PKG_CONFIG_PATH="$prefix/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/pkgconfig:$prefix/lib/pkgconfig"
+pc() { pkg-config --define-variable=prefix="$prefix" "$@" teeny; }
+
+read -r -a cflags <<< "$(pc --cflags)"
+maps=()
+while read -r name source; do
+  [ -n "$name" ] || continue
+  bmi="$work/${name//:/-}.pcm"
+  clang++-19 "${cflags[@]}" "${maps[@]}" -x c++-module --precompile "$(pc --variable=module_dir)/$source" -o "$bmi"
+  maps+=("-fmodule-file=$name=$bmi")
+done < "$(pc --variable=module_units)"
+read -r -a libs <<< "$(pc --static --libs)"   # static libraries: their dependencies too
+clang++-19 "${cflags[@]}" "${maps[@]}" "$here/main.cpp" "${libs[@]}" -o "$work/main"
+"$work/main"
