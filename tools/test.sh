@@ -2,22 +2,30 @@
 # Sets up, builds and runs the whole test suite in one configuration.
 #   tools/test.sh                     default configuration (build dir: build-test)
 #   tools/test.sh -Dtraining=true     any meson options; each set gets its own build dir
+#   tools/test.sh --consumer [...]    tests/consumer instead: a project of its own using teeny as a
+#                                     Meson subproject (options for teeny: -Dteeny:training=true)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
-dir=build-test
+source=. dir=build-test label=""
+if [ "${1:-}" = --consumer ]; then
+  source=tests/consumer dir=build-consumer label="consumer "
+  shift
+fi
+label+="$*"
+
 for opt in "$@"; do dir+="_$(echo "${opt#-D}" | tr -c 'A-Za-z0-9\n' '-')"; done
 if [ ! -f "$dir/build.ninja" ]; then
-  CXX=clang++-19 meson setup "$dir" "$@"
+  CXX=clang++-19 meson setup "$dir" "$source" "$@"
 fi
 ninja -C "$dir"
 status=0
 meson test -C "$dir" --print-errorlogs || status=$?
 
 # One closing line in the plain form CI reads: "tests: N passed, N failed, N skipped".
-python3 - "$dir/meson-logs/testlog.json" "$*" <<'PY'
+python3 - "$dir/meson-logs/testlog.json" "$label" <<'PY'
 import json, sys
 counts = {"passed": 0, "failed": 0, "skipped": 0}
 for line in open(sys.argv[1]):

@@ -1,0 +1,288 @@
+// The consumer's tests: a graph with teeny's ops and this project's (ffn_ops.hpp), lowered by
+// teeny's standard lowering plus this project's middleware, loaded on teeny's CPU backend with
+// weights by key, and checked against a reference written here (plain loops in double); in
+// training builds, the custom backward kernels against central finite differences.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+import teeny;
+
+#include "ffn_ops.hpp"
+
+namespace {
+
+constexpr std::int64_t features = 6;  // x: [batch, 6]
+constexpr std::int64_t width = 8;     // proj: Linear(6, 8), then ReLU
+constexpr std::int64_t hidden = 12;   // ffn: SwiGLU(8 -> 12), then SquaredReLU
+constexpr std::int64_t classes = 3;   // out: Linear(12, 3)
+
+bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+
+teeny::Result<teeny::Graph> build_graph(teeny::DType dtype = teeny::DType::f32) {
+  teeny::GraphBuilder b;
+  teeny::Value x = b.input("x", dtype, {teeny::Dim::sym("batch"), features});
+  teeny::Value h = b.relu(b.linear(x, width).named("proj"));
+  h = b.add(ffn::SwiGLU{.in_features = width, .hidden = hidden}, {h}, "ffn");
+  h = b.add(ffn::SquaredReLU{}, {h});
+  b.output("y", b.linear(h, classes).named("out"));
+  return std::move(b).build();
+}
+
+// Named values for every parameter of the graph, at random.
+std::map<std::string, std::vector<double>> random_weights(const teeny::Graph& graph, std::mt19937& rng) {
+  std::normal_distribution<double> dist(0, 0.5);
+  std::map<std::string, std::vector<double>> weights;
+  for (const teeny::ParamInfo& p : graph.parameters()) {
+    std::vector<double> v(static_cast<std::size_t>(*p.shape.numel()));
+    for (double& e : v) e = dist(rng);
+    weights[p.key] = std::move(v);
+  }
+  return weights;
+}
+
+// Writes `weights` (as f32) to a safetensors file, as PyTorch's save_file would.
+std::string save(const std::map<std::string, std::vector<double>>& weights, const teeny::Graph& graph,
+                 const std::string& name) {
+  std::vector<teeny::Tensor> tensors;
+  std::vector<teeny::TensorRef> refs;
+  for (const teeny::ParamInfo& p : graph.parameters()) {
+    const auto& values = weights.at(p.key);
+    std::vector<float> f(values.begin(), values.end());
+    auto shape = p.shape.bind({});
+    REQUIRE(shape);
+    auto t = teeny::Tensor::from(std::span<const float>(f), *shape);
+    REQUIRE(t);
+    tensors.push_back(std::move(*t));
+  }
+  std::size_t i = 0;
+  for (const teeny::ParamInfo& p : graph.parameters()) refs.push_back(teeny::TensorRef::of(p.key, tensors[i++]));
+  const std::string path = std::string(CONSUMER_BUILD_DIR) + "/" + name;
+  auto saved = teeny::save_safetensors(path, refs);
+  REQUIRE_MESSAGE(saved, (saved ? "" : saved.error().to_string()));
+  return path;
+}
+
+// The reference: the same network written out in double, row by row.
+std::vector<double> reference(const std::map<std::string, std::vector<double>>& w, const std::vector<double>& x,
+                              std::int64_t batch) {
+  auto linear = [](const std::vector<double>& in, std::int64_t n_in, const std::vector<double>& weight,
+                   const std::vector<double>& bias, std::int64_t n_out) {
+    std::vector<double> out(static_cast<std::size_t>(n_out));
+    for (std::int64_t o = 0; o < n_out; ++o) {
+      double s = bias[static_cast<std::size_t>(o)];
+      for (std::int64_t i = 0; i < n_in; ++i) {
+        s += weight[static_cast<std::size_t>(o * n_in + i)] * in[static_cast<std::size_t>(i)];
+      }
+      out[static_cast<std::size_t>(o)] = s;
+    }
+    return out;
+  };
+  std::vector<double> y;
+  for (std::int64_t r = 0; r < batch; ++r) {
+    std::vector<double> row(x.begin() + r * features, x.begin() + (r + 1) * features);
+    auto h = linear(row, features, w.at("proj.weight"), w.at("proj.bias"), width);
+    for (double& v : h) v = std::max(v, 0.0);
+    const std::vector<double> zero(static_cast<std::size_t>(hidden), 0.0);
+    const auto gate = linear(h, width, w.at("ffn.w1.weight"), zero, hidden);
+    const auto up = linear(h, width, w.at("ffn.w3.weight"), zero, hidden);
+    std::vector<double> g(static_cast<std::size_t>(hidden));
+    for (std::size_t j = 0; j < g.size(); ++j) {
+      const double swiglu = gate[j] / (1 + std::exp(-gate[j])) * up[j];
+      g[j] = std::max(swiglu, 0.0) * std::max(swiglu, 0.0);
+    }
+    const auto out = linear(g, hidden, w.at("out.weight"), w.at("out.bias"), classes);
+    y.insert(y.end(), out.begin(), out.end());
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("custom graph ops: built, inferred and summarised like teeny's own") {
+  auto graph = build_graph();
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  const auto ffn_node = graph->find("ffn");
+  REQUIRE(ffn_node);
+  CHECK(teeny::kind(graph->op(*ffn_node)) == "swiglu");
+  CHECK(teeny::describe(graph->op(*ffn_node)) == "swiglu(in_features=8, hidden=12)");
+  CHECK(teeny::to_string(graph->type(*ffn_node)) == "f32[batch, 12]");
+  CHECK(teeny::is<ffn::SwiGLU>(graph->op(*ffn_node)));
+  CHECK(!teeny::is<ffn::SquaredReLU>(graph->op(*ffn_node)));
+  CHECK(graph->find("squared_relu_0"));  // default names count per op kind, as for teeny's ops
+
+  std::vector<std::string> keys;
+  for (const auto& p : graph->parameters()) keys.push_back(p.key);
+  CHECK(keys == std::vector<std::string>{"proj.weight", "proj.bias", "ffn.w1.weight", "ffn.w3.weight", "out.weight",
+                                         "out.bias"});
+  CHECK(graph->parameter_count() == (width * features + width) + 2 * hidden * width + (classes * hidden + classes));
+  CHECK(contains(graph->summary(), "swiglu(in_features=8, hidden=12)"));
+
+  // A shape error names the node and the op, as for teeny's ops.
+  teeny::GraphBuilder b;
+  teeny::Value x = b.input("x", teeny::DType::f32, {4, 5});
+  b.output("y", b.add(ffn::SwiGLU{.in_features = 8, .hidden = 2}, {x}, "ffn"));
+  auto bad = std::move(b).build();
+  REQUIRE(!bad);
+  CHECK(bad.error().to_string() == "shape mismatch: node 'ffn' (swiglu): input f32[4, 5] must be [..., 8]");
+}
+
+TEST_CASE("custom ops run in a model lowered by teeny's standard lowering plus a middleware") {
+  auto graph = build_graph();
+  REQUIRE(graph);
+  std::mt19937 rng(7);
+  const auto weights = random_weights(*graph, rng);
+  const std::string file = save(weights, *graph, "consumer_weights.safetensors");
+
+  constexpr std::int64_t batch = 5;
+  std::normal_distribution<double> dist(0, 1);
+  std::vector<double> x(static_cast<std::size_t>(batch * features));
+  for (double& v : x) v = dist(rng);
+  const std::vector<float> xf(x.begin(), x.end());
+  const auto want = reference(weights, x, batch);
+
+  for (std::size_t threads : {1, 2}) {
+    CAPTURE(threads);
+    auto model = teeny::load_cpu(*graph, ffn::lowering<float>{}, {{"batch", batch}}, {.threads = threads});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    auto opened = teeny::SafetensorsFile::open(file);
+    REQUIRE(opened);
+    auto loaded = model->load_weights(*opened);  // strict: every key of the graph, nothing else
+    REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+    CHECK(loaded->loaded.size() == 6);
+
+    const teeny::TensorRef in{"x", teeny::DType::f32, {batch, features}, std::as_bytes(std::span(xf))};
+    REQUIRE(model->forward(std::span(&in, 1)));
+    auto y = model->output("y");
+    REQUIRE(y);
+    REQUIRE(y->shape == teeny::ConcreteShape{batch, classes});
+    const auto* got = static_cast<const float*>(y->data);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(i);
+      CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
+    }
+    // The custom ops are steps of their own; teeny's fusion still applies around them (the
+    // ReLU after proj is its epilogue: 5 steps for 6 graph nodes past the input).
+    std::vector<std::string> ops;
+    for (const auto& node : model->dag().nodes()) ops.emplace_back(teeny::name_of(node.op));
+    CHECK(ops == std::vector<std::string>{"input", "linear", "swiglu", "squared_relu", "linear"});
+  }
+}
+
+TEST_CASE("custom ops' weights load strictly by key") {
+  auto graph = build_graph();
+  REQUIRE(graph);
+  std::mt19937 rng(3);
+  auto weights = random_weights(*graph, rng);
+  auto model = teeny::load_cpu(*graph, ffn::lowering<float>{}, {{"batch", 2}});
+  REQUIRE(model);
+
+  // A file whose SwiGLU keys are named differently (w2 for w3) is refused, naming both keys.
+  weights["ffn.w2.weight"] = weights.at("ffn.w3.weight");
+  auto file_weights = weights;
+  file_weights.erase("ffn.w3.weight");
+  std::vector<teeny::Tensor> tensors;
+  std::vector<teeny::TensorRef> refs;
+  for (const auto& [key, values] : file_weights) {
+    const std::vector<float> f(values.begin(), values.end());
+    const teeny::ConcreteShape shape = key.starts_with("ffn.") ? teeny::ConcreteShape{hidden, width}
+                                       : key == "proj.weight"  ? teeny::ConcreteShape{width, features}
+                                       : key == "proj.bias"    ? teeny::ConcreteShape{width}
+                                       : key == "out.weight"   ? teeny::ConcreteShape{classes, hidden}
+                                                               : teeny::ConcreteShape{classes};
+    auto t = teeny::Tensor::from(std::span<const float>(f), shape);
+    REQUIRE(t);
+    tensors.push_back(std::move(*t));
+  }
+  std::size_t i = 0;
+  for (const auto& entry : file_weights) refs.push_back(teeny::TensorRef::of(entry.first, tensors[i++]));
+  const std::string path = std::string(CONSUMER_BUILD_DIR) + "/consumer_renamed.safetensors";
+  REQUIRE(teeny::save_safetensors(path, refs));
+  auto opened = teeny::SafetensorsFile::open(path);
+  REQUIRE(opened);
+  auto loaded = model->load_weights(*opened);
+  REQUIRE(!loaded);
+  const std::string message = loaded.error().to_string();
+  CAPTURE(message);
+  CHECK(contains(message, "'ffn.w3.weight'"));
+  CHECK(contains(message, "'ffn.w2.weight'"));
+}
+
+TEST_CASE("teeny's standard lowering alone refuses a custom op, naming node and op") {
+  auto graph = build_graph();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu(*graph, {{"batch", 2}});
+  REQUIRE(!model);
+  CHECK(model.error().to_string() ==
+        "unsupported: node 'ffn' (swiglu): op 'swiglu' is defined outside teeny and no middleware of this lowering "
+        "lowers it (give standard_lowering one: see docs/custom-ops.md)");
+}
+
+#if TEENY_TRAINING
+TEST_CASE("custom ops' backward kernels against central finite differences (f64)") {
+  auto graph = build_graph(teeny::DType::f64);
+  REQUIRE(graph);
+  constexpr std::int64_t batch = 3;
+  auto model = teeny::load_cpu_for_training(*graph, ffn::lowering<double>{}, {{"batch", batch}});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+
+  std::mt19937 rng(11);
+  std::normal_distribution<double> dist(0, 1);
+  std::vector<double> x(static_cast<std::size_t>(batch * features));
+  for (double& v : x) v = dist(rng);
+  const teeny::TensorRef in{"x", teeny::DType::f64, {batch, features}, std::as_bytes(std::span(x))};
+  auto params = model->parameter_gradients();
+  REQUIRE(params.size() == 6);
+  for (auto& p : params) {
+    auto* v = static_cast<double*>(p.value.data);
+    for (std::int64_t i = 0; i < p.value.shape.numel(); ++i) v[i] = 0.5 * dist(rng);
+  }
+  std::vector<double> r(static_cast<std::size_t>(batch * classes));
+  for (double& v : r) v = dist(rng);
+  // L = sum(y * r): dL/dy = r.
+  auto loss = [&] {
+    REQUIRE(model->forward(std::span(&in, 1)));
+    const auto* y = static_cast<const double*>(model->output("y")->data);
+    double l = 0;
+    for (std::size_t i = 0; i < r.size(); ++i) l += y[i] * r[i];
+    return l;
+  };
+  loss();
+  auto dy = model->output_grad("y");
+  REQUIRE(dy);
+  std::memcpy(dy->data, r.data(), r.size() * sizeof(double));
+  model->zero_grad();
+  REQUIRE(model->backward());
+
+  // proj's gradients pass back through both custom ops' dx; ffn's are their dW.
+  for (auto& p : params) {
+    CAPTURE(std::string(p.key));
+    auto* v = static_cast<double*>(p.value.data);
+    const auto* grad = static_cast<const double*>(p.grad.data);
+    for (std::int64_t i = 0; i < p.value.shape.numel(); ++i) {
+      const double saved = v[i];
+      constexpr double step = 1e-6;
+      v[i] = saved + step;
+      const double up = loss();
+      v[i] = saved - step;
+      const double down = loss();
+      v[i] = saved;
+      const double numeric = (up - down) / (2 * step);
+      CAPTURE(i);
+      CHECK(std::abs(grad[i] - numeric) <= 1e-7 * std::max(1.0, std::abs(numeric)));
+    }
+  }
+}
+#endif
