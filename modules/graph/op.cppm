@@ -19,22 +19,35 @@ export module teeny.graph:op;
 import teeny.core;
 import :tensor_type;
 import :concepts;
-import :ops_nn;
+import :ops_linear;
 import :ops_elementwise;
 import :ops_shape;
+import :ops_conv;
+import :ops_pool;
+import :ops_norm;
+import :ops_reduce;
+import :ops_sequence;
 
 export namespace teeny {
 
-/// Every op a run-time graph can hold. Adding an op: define it in its family's partition with a
-/// static_assert(GraphOpType<...>) after it, list it here, and give GraphBuilder a method for it.
+/// Every op a run-time graph can hold. Adding an op: define it in its family's partition
+/// (graph/ops_<family>.cppm) with a static_assert(GraphOpType<...>) after it, list it here, and give
+/// GraphBuilder a method for it (docs/adding-an-op.md).
 using GraphOp = std::variant<
-    // inputs and shape ops (ops_shape)
-    Input, Cast, Flatten, Reshape, Transpose, Permute, Concat, Split, Slice, Pad, Upsample,
-    // layers (ops_nn)
-    Linear, MatMul, Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm, LayerNorm, RMSNorm, GroupNorm,
-    Embedding, Dropout, Attention,
-    // element-wise ops and reductions (ops_elementwise)
-    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Softmax, LogSoftmax, Binary, Unary, Reduce>;
+    // Each line ends with the family of its ops: the partition graph/ops_<family>.cppm defines
+    // them. New alternatives go at the end.
+    Input, Cast, Flatten, Reshape, Transpose, Permute, Concat, Split, Slice, Pad, Upsample,  // shape
+    Linear, MatMul,                                                                          // linear
+    Conv1d, Conv2d,                                                                          // conv
+    MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,                                                 // pool
+    BatchNorm, LayerNorm, RMSNorm, GroupNorm,                                                // norm
+    Embedding,                                                                               // sequence
+    Dropout,                                                                                 // elementwise
+    Attention,                                                                               // sequence
+    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish,                    // elementwise
+    Softmax, LogSoftmax,                                                                     // reduce
+    Binary, Unary,                                                                           // elementwise
+    Reduce>;                                                                                 // reduce
 
 namespace graph_detail {
 template <class Variant>
