@@ -1,6 +1,6 @@
 // teeny.ops:shape — ops that move data without arithmetic: reshape (Flatten, Reshape), permute
 // (Transpose, Permute), slice (Slice, Split / chunk pieces), concat, pad, nearest upsampling, and
-// cast (Tensor.to). Their index rules are kernels/math/indexing.hpp and math/cast.hpp. Each has a
+// cast (Tensor.to). Their index rules are kernels/math/shape.hpp and math/cast.hpp. Each has a
 // backward in training builds (a cast only to a floating dtype).
 module;
 #include <array>
@@ -13,7 +13,7 @@ module;
 #include <utility>
 #include <vector>
 
-#include "math/indexing.hpp"
+#include "math/shape.hpp"
 export module teeny.ops:shape;
 import teeny.core;
 import teeny.graph;

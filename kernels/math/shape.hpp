@@ -1,6 +1,7 @@
 #pragma once
-// Index arithmetic of the data-movement ops whose rules are PyTorch's (pad modes, nearest
-// upsampling), shared by the CPU backend (clang) and the CUDA kernels (nvcc).
+// Per-element rules of the shape family: the index arithmetic of the data-movement ops whose rules
+// are PyTorch's (pad modes, nearest upsampling), shared by the CPU backend (clang) and the CUDA
+// kernels (nvcc).
 #include <cmath>
 #include <cstdint>
 
