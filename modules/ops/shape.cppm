@@ -1,6 +1,6 @@
 // teeny.ops:shape — ops that move data without arithmetic: reshape (Flatten, Reshape), permute
 // (Transpose, Permute), slice (Slice, Split / chunk pieces), concat, pad, nearest upsampling, and
-// cast (Tensor.to). Their index rules are kernels/math/shape.hpp and math/cast.hpp. Each has a
+// cast (Tensor.to). Their index rules and conversions are kernels/math/shape.hpp. Each has a
 // backward in training builds (a cast only to a floating dtype).
 module;
 #include <array>
@@ -432,7 +432,7 @@ struct CastBackwardArgs {
 };
 #endif
 
-/// Tensor.to(dtype) from any dtype to any other (rules: kernels/math/cast.hpp). T is only the op
+/// Tensor.to(dtype) from any dtype to any other (rules: kernels/math/shape.hpp). T is only the op
 /// set's compute type: the dtypes are the bindings'.
 template <FloatElement T>
 struct cast_op {
