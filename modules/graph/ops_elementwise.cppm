@@ -129,6 +129,8 @@ static_assert(GraphOpType<Hardswish>);
 // ---- arithmetic ------------------------------------------------------------------------------------
 
 enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
+/// How many BinaryOp values there are (the last one + 1): every table indexed by one checks its size against it.
+inline constexpr std::size_t binary_op_count = static_cast<std::size_t>(BinaryOp::minimum) + 1;
 constexpr std::string_view name(BinaryOp op) {
   switch (op) {
     case BinaryOp::add: return "add";
@@ -157,6 +159,8 @@ struct Binary {
 static_assert(GraphOpWithName<Binary>);
 
 enum class UnaryOp : std::uint8_t { exp, log, sqrt, abs, neg, reciprocal };
+/// How many UnaryOp values there are (the last one + 1): every table indexed by one checks its size against it.
+inline constexpr std::size_t unary_op_count = static_cast<std::size_t>(UnaryOp::reciprocal) + 1;
 constexpr std::string_view name(UnaryOp op) {
   switch (op) {
     case UnaryOp::exp: return "exp";

@@ -49,6 +49,8 @@ struct LogSoftmax {
 static_assert(GraphOpType<LogSoftmax>);
 
 enum class ReduceOp : std::uint8_t { sum, mean, max };
+/// How many ReduceOp values there are (the last one + 1): every table indexed by one checks its size against it.
+inline constexpr std::size_t reduce_op_count = static_cast<std::size_t>(ReduceOp::max) + 1;
 constexpr std::string_view name(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum: return "sum";

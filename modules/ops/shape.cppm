@@ -328,6 +328,7 @@ struct pad_op {
                   y->shape);
     }
     constexpr PadKind kinds[] = {PadKind::constant, PadKind::reflect, PadKind::replicate};
+    static_assert(std::size(kinds) == pad_mode_count, "a PadKind for every PadMode");
     Args args{*x, *yc, {}, kinds[static_cast<std::size_t>(attrs.mode)], convert_element<T>(attrs.value)};
     for (std::size_t i = 0; i < attrs.pads.size() / 2; ++i) args.before[rank - 1 - i] = attrs.pads[2 * i];
     for (std::size_t d = 0; d < rank; ++d) {
