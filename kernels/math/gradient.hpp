@@ -5,9 +5,9 @@
 // and a tie of maximum/minimum splitting the gradient in half.
 #include <cmath>
 
-#include "math/cast.hpp"
 #include "math/elementwise.hpp"
 #include "math/host_device.hpp"
+#include "math/shape.hpp"  // cast_element
 
 namespace teeny::math {
 

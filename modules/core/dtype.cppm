@@ -23,10 +23,13 @@ using teeny::f16;
 
 /// Element type of a tensor. The order is stable (it indexes tables below).
 enum class DType : std::uint8_t { boolean, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64 };
+/// How many DType values there are (the last one + 1): every table indexed by one checks its size against it.
+inline constexpr std::size_t dtype_count = static_cast<std::size_t>(DType::f64) + 1;
 
-inline constexpr std::array<DType, 13> all_dtypes{DType::boolean, DType::i8,  DType::i16, DType::i32, DType::i64,
-                                                  DType::u8,      DType::u16, DType::u32, DType::u64, DType::f16,
-                                                  DType::bf16,    DType::f32, DType::f64};
+inline constexpr auto all_dtypes =
+    std::to_array({DType::boolean, DType::i8, DType::i16, DType::i32, DType::i64, DType::u8, DType::u16, DType::u32,
+                   DType::u64, DType::f16, DType::bf16, DType::f32, DType::f64});
+static_assert(all_dtypes.size() == dtype_count, "all_dtypes lists every DType");
 
 namespace dtype_detail {
 struct Info {
@@ -36,7 +39,7 @@ struct Info {
   bool floating;
   bool is_signed;
 };
-inline constexpr std::array<Info, 13> infos{{
+inline constexpr auto infos = std::to_array<Info>({
     {"bool", "BOOL", 1, false, false},
     {"i8", "I8", 1, false, true},
     {"i16", "I16", 2, false, true},
@@ -50,8 +53,8 @@ inline constexpr std::array<Info, 13> infos{{
     {"bf16", "BF16", 2, true, true},
     {"f32", "F32", 4, true, true},
     {"f64", "F64", 8, true, true},
-}};
-static_assert(infos.size() == all_dtypes.size(), "every DType needs a row in dtype_detail::infos");
+});
+static_assert(infos.size() == dtype_count, "every DType needs a row in dtype_detail::infos");
 constexpr const Info& info(DType d) { return infos[static_cast<std::size_t>(d)]; }
 }  // namespace dtype_detail
 

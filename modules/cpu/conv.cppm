@@ -26,7 +26,7 @@ module;
 
 #include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"
-#include "math/window.hpp"
+#include "math/pool.hpp"  // Window2d
 export module teeny.cpu:conv;
 import teeny.core;
 import teeny.model;

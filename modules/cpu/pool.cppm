@@ -1,5 +1,5 @@
 // teeny.cpu:pool — CPU kernels of the 2-D pooling ops, plane by plane in parallel. Which inputs
-// a window reads and what an average divides by is kernels/math/window.hpp.
+// a window reads and what an average divides by is kernels/math/pool.hpp.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -10,7 +10,7 @@ module;
 #include <emmintrin.h>
 #endif
 
-#include "math/window.hpp"
+#include "math/pool.hpp"
 export module teeny.cpu:pool;
 import teeny.core;
 import teeny.model;

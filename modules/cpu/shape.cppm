@@ -1,6 +1,6 @@
 // teeny.cpu:shape — CPU kernels of the data-movement ops: reshape (a memcpy), permute / slice /
 // concat (one strided copy), pad, nearest upsampling and cast, and (training builds) their
-// backward. Index rules are kernels/math/indexing.hpp, conversions kernels/math/cast.hpp.
+// backward. Index rules and conversions are kernels/math/shape.hpp.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -9,9 +9,8 @@ module;
 #include <type_traits>
 #include <vector>
 
-#include "math/cast.hpp"
 #include "math/gradient.hpp"
-#include "math/indexing.hpp"
+#include "math/shape.hpp"
 export module teeny.cpu:shape;
 import teeny.core;
 import teeny.ops;

@@ -11,17 +11,23 @@
 //   g->parameters();   // conv1.weight [32, 1, 5, 5], conv1.bias [32], fc.weight [10, 6272], fc.bias [10]
 //
 // Partitions: tensor_type (TensorType, ParamSpec, Arity, Size2), concepts (GraphOpType and the
-// customization points params_of, kind), ops_nn / ops_elementwise / ops_shape (the op
-// structs by family), custom_op (CustomOp, for ops defined outside teeny), op (GraphOp and its
-// visitors), graph (Graph), builder (GraphBuilder, Value).
+// customization points params_of, kind), rules (the checks the families share), ops_<family> (the
+// op structs of one family: linear, elementwise, shape, conv, pool, norm, reduce, sequence; the
+// same families as teeny.ops and teeny.cpu), custom_op (CustomOp, for ops defined outside teeny),
+// op (GraphOp and its visitors), graph (Graph), builder (GraphBuilder, Value).
 export module teeny.graph;
 export import teeny.core;
 export import :tensor_type;
 export import :concepts;
 export import :rules;  // exports nothing; every interface partition must be reachable from here
-export import :ops_nn;
+export import :ops_linear;
 export import :ops_elementwise;
 export import :ops_shape;
+export import :ops_conv;
+export import :ops_pool;
+export import :ops_norm;
+export import :ops_reduce;
+export import :ops_sequence;
 export import :custom_op;
 export import :op;
 export import :graph;

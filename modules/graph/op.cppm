@@ -20,26 +20,38 @@ export module teeny.graph:op;
 import teeny.core;
 import :tensor_type;
 import :concepts;
-import :ops_nn;
+import :ops_linear;
 import :ops_elementwise;
 import :ops_shape;
+import :ops_conv;
+import :ops_pool;
+import :ops_norm;
+import :ops_reduce;
+import :ops_sequence;
 import :custom_op;
 
 export namespace teeny {
 
-/// Every op a run-time graph can hold. Adding an op: define it in its family's partition with a
-/// static_assert(GraphOpType<...>) after it, list it here, and give GraphBuilder a method for it.
-/// An op defined outside teeny needs none of that: GraphBuilder::add holds it in a CustomOp.
+/// Every op a run-time graph can hold. Adding an op: define it in its family's partition
+/// (graph/ops_<family>.cppm) with a static_assert(GraphOpType<...>) after it, list it here, and give
+/// GraphBuilder a method for it (docs/adding-an-op.md). An op defined outside teeny needs none of
+/// that: GraphBuilder::add holds it in a CustomOp (docs/custom-ops.md).
 using GraphOp = std::variant<
-    // inputs and shape ops (ops_shape)
-    Input, Cast, Flatten, Reshape, Transpose, Permute, Concat, Split, Slice, Pad, Upsample,
-    // layers (ops_nn)
-    Linear, MatMul, Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm, LayerNorm, RMSNorm, GroupNorm,
-    Embedding, Dropout, Attention,
-    // element-wise ops and reductions (ops_elementwise)
-    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Softmax, LogSoftmax, Binary, Unary, Reduce,
-    // any op defined outside teeny (custom_op)
-    CustomOp>;
+    // Each line ends with the family of its ops: the partition graph/ops_<family>.cppm defines
+    // them. New alternatives go before CustomOp, which stays last.
+    Input, Cast, Flatten, Reshape, Transpose, Permute, Concat, Split, Slice, Pad, Upsample,  // shape
+    Linear, MatMul,                                                                          // linear
+    Conv1d, Conv2d,                                                                          // conv
+    MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,                                                 // pool
+    BatchNorm, LayerNorm, RMSNorm, GroupNorm,                                                // norm
+    Embedding,                                                                               // sequence
+    Dropout,                                                                                 // elementwise
+    Attention,                                                                               // sequence
+    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish,                    // elementwise
+    Softmax, LogSoftmax,                                                                     // reduce
+    Binary, Unary,                                                                           // elementwise
+    Reduce,                                                                                  // reduce
+    CustomOp>;  // any op defined outside teeny (graph/custom_op.cppm)
 
 namespace graph_detail {
 template <class Variant>

@@ -1,10 +1,9 @@
-// teeny.graph:ops_elementwise — ops that work element by element or along one axis: activations
-// (PyTorch's torch.nn modules and their defaults), softmax, broadcasting binary arithmetic, unary
-// math, and reductions.
+// teeny.graph:ops_elementwise — the elementwise family: activations (PyTorch's torch.nn modules and
+// their defaults), broadcasting binary arithmetic, unary math, and dropout.
 //
 //   ReLU{}                        f32[batch, 512] -> f32[batch, 512]; i64 input: an error naming i64
 //   Binary{BinaryOp::add}         f32[2, 1, 4] + f32[3, 1] -> f32[2, 3, 4]     (kind: "add")
-//   Reduce{ReduceOp::mean, {1}}   f32[batch, 10, 64] -> f32[batch, 64]         (kind: "mean")
+//   Dropout{.p = 0.1}             f32[batch, 512] -> f32[batch, 512]
 module;
 #include <cstddef>
 #include <cstdint>
@@ -127,31 +126,11 @@ struct Hardswish {
 };
 static_assert(GraphOpType<Hardswish>);
 
-/// exp(x) / sum(exp(x)) along `axis` (negative counts from the end).
-struct Softmax {
-  static constexpr std::string_view kind = "softmax";
-  static constexpr Arity arity{1, 1};
-  std::int64_t axis = -1;
-  Result<TensorType> infer(std::span<const TensorType> inputs) const;
-  std::string attributes() const;
-  friend bool operator==(const Softmax&, const Softmax&) = default;
-};
-static_assert(GraphOpType<Softmax>);
-
-/// log(softmax(x)) along `axis`, computed stably.
-struct LogSoftmax {
-  static constexpr std::string_view kind = "log_softmax";
-  static constexpr Arity arity{1, 1};
-  std::int64_t axis = -1;
-  Result<TensorType> infer(std::span<const TensorType> inputs) const;
-  std::string attributes() const;
-  friend bool operator==(const LogSoftmax&, const LogSoftmax&) = default;
-};
-static_assert(GraphOpType<LogSoftmax>);
-
 // ---- arithmetic ------------------------------------------------------------------------------------
 
 enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
+/// How many BinaryOp values there are (the last one + 1): every table indexed by one checks its size against it.
+inline constexpr std::size_t binary_op_count = static_cast<std::size_t>(BinaryOp::minimum) + 1;
 constexpr std::string_view name(BinaryOp op) {
   switch (op) {
     case BinaryOp::add: return "add";
@@ -180,6 +159,8 @@ struct Binary {
 static_assert(GraphOpWithName<Binary>);
 
 enum class UnaryOp : std::uint8_t { exp, log, sqrt, abs, neg, reciprocal };
+/// How many UnaryOp values there are (the last one + 1): every table indexed by one checks its size against it.
+inline constexpr std::size_t unary_op_count = static_cast<std::size_t>(UnaryOp::reciprocal) + 1;
 constexpr std::string_view name(UnaryOp op) {
   switch (op) {
     case UnaryOp::exp: return "exp";
@@ -204,32 +185,19 @@ struct Unary {
 };
 static_assert(GraphOpWithName<Unary>);
 
-// ---- reductions ------------------------------------------------------------------------------------
+// ---- regularization --------------------------------------------------------------------------------
 
-enum class ReduceOp : std::uint8_t { sum, mean, max };
-constexpr std::string_view name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::mean: return "mean";
-    case ReduceOp::max: return "max";
-  }
-  return "reduce";
-}
-
-/// Reduces `axes` (all when empty), keeping them as size 1 when keepdim. As in PyTorch, sum of
-/// an integer or bool tensor is i64, mean needs floats, max keeps the dtype.
-struct Reduce {
-  static constexpr std::string_view kind = "reduce";
+/// torch.nn.Dropout: zeroes elements with probability p while training; the identity otherwise.
+struct Dropout {
+  static constexpr std::string_view kind = "dropout";
   static constexpr Arity arity{1, 1};
-  ReduceOp op = ReduceOp::sum;
-  std::vector<std::int64_t> axes{};  // empty: every axis
-  bool keepdim = false;
-  std::string_view name() const { return teeny::name(op); }
+  double p = 0.5;
+
   Result<TensorType> infer(std::span<const TensorType> inputs) const;
   std::string attributes() const;
-  friend bool operator==(const Reduce&, const Reduce&) = default;
+  friend bool operator==(const Dropout&, const Dropout&) = default;
 };
-static_assert(GraphOpWithName<Reduce>);
+static_assert(GraphOpType<Dropout>);
 
 }  // namespace teeny
 // NOLINTEND(readability-redundant-member-init)
@@ -238,7 +206,6 @@ export namespace teeny {
 inline std::string to_string(GeluApproximate a) { return std::string(name(a)); }
 inline std::string to_string(BinaryOp op) { return std::string(name(op)); }
 inline std::string to_string(UnaryOp op) { return std::string(name(op)); }
-inline std::string to_string(ReduceOp op) { return std::string(name(op)); }
 }  // namespace teeny
 
 // ---- implementation -----------------------------------------------------------------------------
@@ -250,11 +217,6 @@ namespace graph_detail {
 Result<TensorType> same_float(std::span<const TensorType> inputs) {
   TEENY_GRAPH_TRY(require_float(inputs[0]));
   return inputs[0];
-}
-
-// Like normalize_axis, but a scalar accepts axis 0 and -1 (as PyTorch's softmax does).
-Result<std::size_t> activation_axis(std::int64_t axis, std::size_t rank) {
-  return normalize_axis(axis, rank == 0 ? 1 : rank);
 }
 }  // namespace graph_detail
 
@@ -272,24 +234,10 @@ Result<TensorType> Softplus::infer(std::span<const TensorType> inputs) const {
   return same_float(inputs);
 }
 
-Result<TensorType> Softmax::infer(std::span<const TensorType> inputs) const {
-  TEENY_GRAPH_TRY(require_float(inputs[0]));
-  TEENY_GRAPH_TRY(activation_axis(axis, inputs[0].shape.rank()));
-  return inputs[0];
-}
-
-Result<TensorType> LogSoftmax::infer(std::span<const TensorType> inputs) const {
-  TEENY_GRAPH_TRY(require_float(inputs[0]));
-  TEENY_GRAPH_TRY(activation_axis(axis, inputs[0].shape.rank()));
-  return inputs[0];
-}
-
 std::string LeakyReLU::attributes() const { return attrs({{"negative_slope", fmt(negative_slope)}}); }
 std::string GELU::attributes() const { return attrs({{"approximate", to_string(approximate)}}); }
 std::string Softplus::attributes() const { return attrs({{"beta", fmt(beta)}, {"threshold", fmt(threshold)}}); }
 std::string ELU::attributes() const { return attrs({{"alpha", fmt(alpha)}}); }
-std::string Softmax::attributes() const { return attrs({{"axis", fmt(axis)}}); }
-std::string LogSoftmax::attributes() const { return attrs({{"axis", fmt(axis)}}); }
 
 Result<TensorType> Binary::infer(std::span<const TensorType> inputs) const {
   const TensorType& a = inputs[0];
@@ -314,29 +262,14 @@ Result<TensorType> Unary::infer(std::span<const TensorType> inputs) const {
   return inputs[0];
 }
 
-Result<TensorType> Reduce::infer(std::span<const TensorType> inputs) const {
-  const TensorType& x = inputs[0];
-  const std::size_t rank = x.shape.rank();
-  if (op == ReduceOp::mean) TEENY_GRAPH_TRY(require_float(x));
-  std::vector<bool> reduced(rank, axes.empty());
-  for (std::int64_t a : axes) {
-    auto axis = normalize_axis(a, rank);
-    if (!axis) return std::move(axis).error();
-    if (reduced[*axis]) return fail(Errc::invalid_argument, "axis ", *axis, " appears twice in axes ", fmt(axes));
-    reduced[*axis] = true;
+Result<TensorType> Dropout::infer(std::span<const TensorType> inputs) const {
+  TEENY_GRAPH_TRY(require_float(inputs[0]));
+  if (!(p >= 0 && p <= 1)) {
+    return fail(Errc::invalid_argument, "dropout probability must be between 0 and 1, got ", p);
   }
-  std::vector<Dim> dims;
-  for (std::size_t i = 0; i < rank; ++i) {
-    if (!reduced[i]) {
-      dims.push_back(x.shape[i]);
-    } else if (keepdim) {
-      dims.emplace_back(1);
-    }
-  }
-  const DType dtype = op == ReduceOp::sum && !is_floating(x.dtype) ? DType::i64 : x.dtype;
-  return TensorType{dtype, Shape(std::move(dims))};
+  return inputs[0];
 }
 
-std::string Reduce::attributes() const { return attrs({{"axes", fmt(axes)}, {"keepdim", fmt(keepdim)}}); }
+std::string Dropout::attributes() const { return attrs({{"p", fmt(p)}}); }
 
 }  // namespace teeny

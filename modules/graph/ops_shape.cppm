@@ -150,6 +150,8 @@ struct Slice {
 static_assert(GraphOpType<Slice>);
 
 enum class PadMode : std::uint8_t { constant, reflect, replicate };
+/// How many PadMode values there are (the last one + 1): every table indexed by one checks its size against it.
+inline constexpr std::size_t pad_mode_count = static_cast<std::size_t>(PadMode::replicate) + 1;
 constexpr std::string_view name(PadMode m) {
   switch (m) {
     case PadMode::constant: return "constant";

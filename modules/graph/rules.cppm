@@ -129,6 +129,19 @@ Result<Dim> window_output(const TensorType& x, std::size_t axis, const Window& w
   return Dim(out);
 }
 
+// Broadcasts the batch dims (all but the last two) of two operands of a matrix product (MatMul,
+// Attention).
+Result<Shape> broadcast_batch(const TensorType& a, const Shape& a_shape, const TensorType& b, const Shape& b_shape) {
+  const std::vector<Dim> a_batch(a_shape.begin(), a_shape.end() - 2);
+  const std::vector<Dim> b_batch(b_shape.begin(), b_shape.end() - 2);
+  auto batch = broadcast_shapes(Shape(a_batch), Shape(b_batch));
+  if (!batch) {
+    return fail(Errc::shape_mismatch, "the batch dims of ", a, " and ", b,
+                " do not broadcast: ", batch.error().message());
+  }
+  return batch;
+}
+
 // ---- formatting ----------------------------------------------------------------------------------
 
 std::string fmt(std::int64_t v) { return std::to_string(v); }

@@ -11,7 +11,7 @@ module;
 #include <utility>
 
 #include "math/elementwise.hpp"
-#include "math/window.hpp"
+#include "math/pool.hpp"  // Window2d
 export module teeny.ops:common;
 import teeny.core;
 import teeny.model;

@@ -1,6 +1,6 @@
 // teeny.ops:shape — ops that move data without arithmetic: reshape (Flatten, Reshape), permute
 // (Transpose, Permute), slice (Slice, Split / chunk pieces), concat, pad, nearest upsampling, and
-// cast (Tensor.to). Their index rules are kernels/math/indexing.hpp and math/cast.hpp. Each has a
+// cast (Tensor.to). Their index rules and conversions are kernels/math/shape.hpp. Each has a
 // backward in training builds (a cast only to a floating dtype).
 module;
 #include <array>
@@ -13,7 +13,7 @@ module;
 #include <utility>
 #include <vector>
 
-#include "math/indexing.hpp"
+#include "math/shape.hpp"
 export module teeny.ops:shape;
 import teeny.core;
 import teeny.graph;
@@ -328,6 +328,7 @@ struct pad_op {
                   y->shape);
     }
     constexpr PadKind kinds[] = {PadKind::constant, PadKind::reflect, PadKind::replicate};
+    static_assert(std::size(kinds) == pad_mode_count, "a PadKind for every PadMode");
     Args args{*x, *yc, {}, kinds[static_cast<std::size_t>(attrs.mode)], convert_element<T>(attrs.value)};
     for (std::size_t i = 0; i < attrs.pads.size() / 2; ++i) args.before[rank - 1 - i] = attrs.pads[2 * i];
     for (std::size_t d = 0; d < rank; ++d) {
@@ -432,7 +433,7 @@ struct CastBackwardArgs {
 };
 #endif
 
-/// Tensor.to(dtype) from any dtype to any other (rules: kernels/math/cast.hpp). T is only the op
+/// Tensor.to(dtype) from any dtype to any other (rules: kernels/math/shape.hpp). T is only the op
 /// set's compute type: the dtypes are the bindings'.
 template <FloatElement T>
 struct cast_op {

@@ -21,6 +21,7 @@ module;
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +72,7 @@ inline std::optional<std::pair<UnaryFn, UnaryParams>> activation_of(const GraphO
                         [&](const Unary& u) {
                           constexpr UnaryFn fns[] = {UnaryFn::exp, UnaryFn::log, UnaryFn::sqrt,
                                                      UnaryFn::abs, UnaryFn::neg, UnaryFn::reciprocal};
+                          static_assert(std::size(fns) == unary_op_count, "one UnaryFn per UnaryOp");
                           return f(fns[static_cast<std::size_t>(u.op)]);
                         },
                         [&](const auto&) { return R(); },
@@ -106,12 +108,14 @@ inline std::int64_t split_start(const Split& s) {
 
 inline ReduceFn reduce_fn(ReduceOp op) {
   constexpr ReduceFn fns[] = {ReduceFn::sum, ReduceFn::mean, ReduceFn::max};
+  static_assert(std::size(fns) == reduce_op_count, "one ReduceFn per ReduceOp");
   return fns[static_cast<std::size_t>(op)];
 }
 
 inline BinaryFn binary_fn(BinaryOp op) {
   constexpr BinaryFn fns[] = {BinaryFn::add, BinaryFn::sub,     BinaryFn::mul,    BinaryFn::div,
                               BinaryFn::pow, BinaryFn::maximum, BinaryFn::minimum};
+  static_assert(std::size(fns) == binary_op_count, "one BinaryFn per BinaryOp");
   return fns[static_cast<std::size_t>(op)];
 }
 }  // namespace lowering_detail

@@ -1,13 +1,24 @@
-// Every standard op on the CPU against PyTorch: each case builds the op with the builder, loads
-// the fixture's parameters by their PyTorch keys (op.weight, ...), runs the fixture's inputs and
-// compares with PyTorch's output (tests/fixtures/ops, made by tools/make_fixtures.py).
+// Every op fixture on the CPU against PyTorch (tests/fixtures/ops, made by tools/make_fixtures.py).
+// The fixture manifest (MANIFEST.txt) drives the harness: each fixture has a runner here that
+// builds the op with the builder, loads the fixture's parameters by their PyTorch keys (op.weight,
+// ...), runs its inputs and compares with PyTorch's output. A fixture without a runner fails a
+// test naming it, and so does a runner without a fixture. A fixture the CPU backend cannot run
+// carries the reason in its runner: it is listed with that reason, and its load is checked to be
+// refused (so a skip cannot outlive the reason for it).
+//
+// Every fixture runs once per instruction set the GEMM can be forced to on this machine
+// (tests/support/isa.hpp): the GEMM (linear, matmul, conv, attention) is the only CPU code that
+// chooses its instruction set at run time; the other kernels are compiled for the baseline target.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,6 +31,7 @@ import teeny;
 
 #include "support/allocation_counter.hpp"
 #include "support/fixtures.hpp"
+#include "support/isa.hpp"
 
 namespace {
 using teeny::GraphBuilder;
@@ -27,12 +39,19 @@ using teeny::Value;
 using Build = std::function<Value(GraphBuilder&, std::vector<Value>&)>;
 using BuildPieces = std::function<std::vector<Value>(GraphBuilder&, std::vector<Value>&)>;
 
+// The runner of one fixture.
 struct OpCase {
-  std::string_view name;
+  std::string name;                      // the fixture's name in MANIFEST.txt
   std::vector<std::string_view> inputs;  // fixture inputs, in operand order
   Build build;
-  BuildPieces pieces = {};  // instead of build for ops with several outputs (out.0, out.1, ...)
+  BuildPieces pieces = {};     // instead of build for ops with several outputs (out.0, out.1, ...)
+  std::string_view skip = {};  // why the CPU backend cannot run it (its load must be refused); empty: it runs
 };
+
+// Why the integer fixtures are skipped: the standard lowering computes in one float type.
+constexpr std::string_view integer_inputs =
+    "integer inputs: the CPU backend computes in f32/f64, only Cast and Embedding read integers";
+constexpr std::string_view bool_input = "bool input: the CPU backend computes in f32/f64, only Cast reads bool";
 
 Build unary(Value (GraphBuilder::*method)(Value)) {
   return [method](GraphBuilder& b, std::vector<Value>& in) { return (b.*method)(in[0]); };
@@ -47,29 +66,23 @@ void add_remaining_ops(std::vector<OpCase>& list) {
   using teeny::PadMode;
   const std::pair<std::string_view, std::int64_t> softmaxes[] = {
       {"_axis_neg1", -1}, {"_axis0", 0}, {"_axis1", 1}, {"_axis_neg2", -2}, {"_1d", 0}};
-  static std::vector<std::string> names;  // the case names must outlive the list
-  names.clear();
-  names.reserve(16);
   for (const auto& [suffix, axis] : softmaxes) {
-    names.push_back("softmax" + std::string(suffix));
-    list.push_back({names.back(), {"x"}, [axis](GraphBuilder& b, auto& in) { return b.softmax(in[0], axis); }});
-    names.push_back("log_softmax" + std::string(suffix));
-    list.push_back({names.back(), {"x"}, [axis](GraphBuilder& b, auto& in) { return b.log_softmax(in[0], axis); }});
+    list.push_back(
+        {"softmax" + std::string(suffix), {"x"}, [axis](GraphBuilder& b, auto& in) { return b.softmax(in[0], axis); }});
+    list.push_back({"log_softmax" + std::string(suffix), {"x"}, [axis](GraphBuilder& b, auto& in) {
+                      return b.log_softmax(in[0], axis);
+                    }});
   }
   using Reduce = Value (GraphBuilder::*)(Value, std::vector<std::int64_t>, bool);
   const std::pair<std::string_view, Reduce> reductions[] = {
       {"sum", &GraphBuilder::sum}, {"mean", &GraphBuilder::mean}, {"max", &GraphBuilder::max}};
-  static std::vector<std::string> reduce_names;
-  reduce_names.clear();
-  reduce_names.reserve(18);
   for (const auto& [op, method] : reductions) {
     const std::tuple<std::string_view, std::vector<std::int64_t>, bool> shapes[] = {
         {"_axis1", {1}, false},       {"_axis_neg1_keepdim", {-1}, true},
         {"_axes_0_2", {0, 2}, false}, {"_axes_0_2_keepdim", {0, 2}, true},
         {"_all", {}, false},          {"_all_keepdim", {0, 1, 2}, true}};
     for (const auto& [suffix, axes, keepdim] : shapes) {
-      reduce_names.push_back(std::string(op) + std::string(suffix));
-      list.push_back({reduce_names.back(), {"x"}, [method, axes, keepdim](GraphBuilder& b, auto& in) {
+      list.push_back({std::string(op) + std::string(suffix), {"x"}, [method, axes, keepdim](GraphBuilder& b, auto& in) {
                         return (b.*method)(in[0], axes, keepdim);
                       }});
     }
@@ -155,7 +168,7 @@ void add_remaining_ops(std::vector<OpCase>& list) {
       {"cast_f32_bf16", DType::bf16},    {"cast_f16_f32", DType::f32},  {"cast_bf16_f32", DType::f32},
       {"cast_f32_bool", DType::boolean}, {"cast_bool_f32", DType::f32}, {"cast_i64_f64", DType::f64}};
   for (const auto& [name, dtype] : casts) {
-    list.push_back({name, {"x"}, [dtype](GraphBuilder& b, auto& in) { return b.cast(in[0], dtype); }});
+    list.push_back({std::string(name), {"x"}, [dtype](GraphBuilder& b, auto& in) { return b.cast(in[0], dtype); }});
   }
   const std::pair<std::string_view, teeny::AttentionOptions> attentions[] = {
       {"attention", {}},
@@ -169,7 +182,7 @@ void add_remaining_ops(std::vector<OpCase>& list) {
       {"attention_large_logits", {.scale = 1.0}},
       {"attention_2d", {}}};
   for (const auto& [name, options] : attentions) {
-    list.push_back({name, {"q", "k", "v"}, [options](GraphBuilder& b, auto& in) {
+    list.push_back({std::string(name), {"q", "k", "v"}, [options](GraphBuilder& b, auto& in) {
                       return b.attention(in[0], in[1], in[2], options);
                     }});
   }
@@ -318,6 +331,30 @@ void add_cnn_ops(std::vector<OpCase>& list) {
   list.insert(list.end(), cases.begin(), cases.end());
 }
 
+// Fixtures with integer or bool inputs that only Cast and Embedding (run above) could read: the
+// CPU backend refuses them (skip), each checked to be refused.
+void add_integer_ops(std::vector<OpCase>& list) {
+  const std::pair<std::string_view, Value (GraphBuilder::*)(Value, Value)> binaries[] = {
+      {"add_i64", &GraphBuilder::add},         {"sub_i64", &GraphBuilder::sub},
+      {"mul_i64", &GraphBuilder::mul},         {"mul_i32", &GraphBuilder::mul},
+      {"pow_i64", &GraphBuilder::pow},         {"maximum_i64", &GraphBuilder::maximum},
+      {"minimum_i64", &GraphBuilder::minimum}, {"matmul_i64", &GraphBuilder::matmul}};
+  for (const auto& [name, method] : binaries) {
+    list.push_back({std::string(name), {"a", "b"}, binary(method), {}, integer_inputs});
+  }
+  const std::vector<OpCase> cases = {
+      {"abs_i64", {"x"}, unary(&GraphBuilder::abs), {}, integer_inputs},
+      {"neg_i64", {"x"}, unary(&GraphBuilder::neg), {}, integer_inputs},
+      {"sum_i64", {"x"}, [](GraphBuilder& b, auto& in) { return b.sum(in[0], {1}); }, {}, integer_inputs},
+      {"sum_i32_all", {"x"}, [](GraphBuilder& b, auto& in) { return b.sum(in[0]); }, {}, integer_inputs},
+      {"sum_bool_all", {"x"}, [](GraphBuilder& b, auto& in) { return b.sum(in[0]); }, {}, bool_input},
+      {"max_i64", {"x"}, [](GraphBuilder& b, auto& in) { return b.max(in[0], {0, 2}); }, {}, integer_inputs},
+      {"reshape_i64", {"x"}, [](GraphBuilder& b, auto& in) { return b.reshape(in[0], {3, -1}); }, {}, integer_inputs},
+      {"concat_i64", {"a", "b"}, [](GraphBuilder& b, auto& in) { return b.concat(in, 1); }, {}, integer_inputs},
+  };
+  list.insert(list.end(), cases.begin(), cases.end());
+}
+
 std::vector<OpCase> cases() {
   std::vector<OpCase> list = {
       {"linear", {"x"}, [](GraphBuilder& b, auto& in) { return b.linear(in[0], 5); }},
@@ -365,26 +402,60 @@ std::vector<OpCase> cases() {
   for (std::string_view name :
        {"matmul_1d_1d", "matmul_2d_1d", "matmul_1d_2d", "matmul_2d_2d", "matmul_1d_3d", "matmul_3d_1d", "matmul_3d_2d",
         "matmul_batched_broadcast", "matmul_batched_broadcast_both"}) {
-    list.push_back({name, {"a", "b"}, binary(&GraphBuilder::matmul)});
+    list.push_back({std::string(name), {"a", "b"}, binary(&GraphBuilder::matmul)});
   }
   const std::pair<std::string_view, Value (GraphBuilder::*)(Value, Value)> binaries[] = {
       {"add", &GraphBuilder::add},         {"sub", &GraphBuilder::sub}, {"mul", &GraphBuilder::mul},
       {"div", &GraphBuilder::div},         {"pow", &GraphBuilder::pow}, {"maximum", &GraphBuilder::maximum},
       {"minimum", &GraphBuilder::minimum},
   };
-  static std::vector<std::string> names;  // the case names must outlive the list
-  names.clear();
-  names.reserve(7 * 5);
   for (const auto& [op, method] : binaries) {
     for (std::string_view shape : {"_bcast", "_vec", "_scalar", "_both", "_lhs_bcast"}) {
-      names.push_back(std::string(op) + std::string(shape));
-      list.push_back({names.back(), {"a", "b"}, binary(method)});
+      list.push_back({std::string(op) + std::string(shape), {"a", "b"}, binary(method)});
     }
   }
   add_remaining_ops(list);
   add_cnn_ops(list);
   add_f64_ops(list);
+  add_integer_ops(list);
   return list;
+}
+
+// The runners by fixture name, and the names given to more than one runner.
+struct Runners {
+  std::map<std::string, OpCase, std::less<>> by_name;
+  std::vector<std::string> duplicates;
+};
+
+const Runners& runners() {
+  static const Runners all = [] {
+    Runners r;
+    for (OpCase& c : cases()) {
+      std::string name = c.name;
+      if (!r.by_name.emplace(name, std::move(c)).second) r.duplicates.push_back(std::move(name));
+    }
+    return r;
+  }();
+  return all;
+}
+
+const OpCase* runner(std::string_view name) {
+  auto it = runners().by_name.find(name);
+  return it == runners().by_name.end() ? nullptr : &it->second;
+}
+
+// The fixture names of tests/fixtures/ops/MANIFEST.txt ("<name>\t<torch expression>" a line), in
+// its order; empty if it cannot be read.
+const std::vector<std::string>& manifest() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    std::ifstream in(fixtures::path("ops/MANIFEST.txt"));
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) out.push_back(line.substr(0, line.find('\t')));
+    }
+    return out;
+  }();
+  return names;
 }
 
 // Exact equality, for outputs that are not floating (casts): same dtype, shape and bytes.
@@ -438,17 +509,24 @@ void run_model(teeny::Result<Model> model, const OpCase& c, const teeny::Safeten
   }
 }
 
-void run_case(const OpCase& c) {
-  CAPTURE(c.name);
-  auto file = teeny::SafetensorsFile::open(fixtures::path("ops/" + std::string(c.name) + ".safetensors"));
-  REQUIRE_MESSAGE(file, (file ? "" : file.error().to_string()));
+// A fixture's op as a graph, with its file, input tensors and output names.
+struct Loaded {
+  teeny::SafetensorsFile file;
+  teeny::Graph graph;
+  std::vector<teeny::Tensor> inputs;
+  std::vector<std::string> outputs;
+  teeny::DType compute = teeny::DType::f32;  // the float type of the model that runs it
+};
 
+teeny::Result<Loaded> build_case(const OpCase& c) {
+  auto file = teeny::SafetensorsFile::open(fixtures::path("ops/" + c.name + ".safetensors"));
+  if (!file) return std::move(file).error();
   GraphBuilder b;
   std::vector<Value> inputs;
   std::vector<teeny::Tensor> input_tensors;
   for (std::string_view name : c.inputs) {
     auto tensor = file->read("in." + std::string(name));
-    REQUIRE(tensor);
+    if (!tensor) return std::move(tensor).error();
     inputs.push_back(b.input(std::string(name), tensor->dtype(), teeny::Shape(tensor->shape())));
     input_tensors.push_back(std::move(*tensor));
   }
@@ -464,7 +542,7 @@ void run_case(const OpCase& c) {
     b.output("out", c.build(b, inputs).named("op"));
   }
   auto graph = std::move(b).build();
-  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  if (!graph) return std::move(graph).error();
   // The model computes in the dtype of the floating inputs, or else (embedding) of the output.
   teeny::DType compute = teeny::DType::f32;
   bool floating_input = false;
@@ -476,22 +554,96 @@ void run_case(const OpCase& c) {
   }
   if (!floating_input) {
     auto out = file->read(outputs.front());
-    REQUIRE(out);
+    if (!out) return std::move(out).error();
     if (out->dtype() == teeny::DType::f64) compute = teeny::DType::f64;
   }
-  if (compute == teeny::DType::f64) {
-    run_model(teeny::load_cpu<double>(*graph, {}), c, *file, inputs.size(), input_tensors, outputs);
+  return Loaded{std::move(*file), std::move(*graph), std::move(input_tensors), std::move(outputs), compute};
+}
+
+void run_case(const OpCase& c) {
+  CAPTURE(c.name);
+  auto loaded = build_case(c);
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+  const Loaded& l = *loaded;
+  if (l.compute == teeny::DType::f64) {
+    run_model(teeny::load_cpu<double>(l.graph, {}), c, l.file, l.inputs.size(), l.inputs, l.outputs);
   } else {
-    run_model(teeny::load_cpu(*graph, {}), c, *file, inputs.size(), input_tensors, outputs);
+    run_model(teeny::load_cpu(l.graph, {}), c, l.file, l.inputs.size(), l.inputs, l.outputs);
   }
+}
+
+// A skipped case: both CPU models must refuse its graph (unsupported), or the skip is stale.
+void check_refused(const OpCase& c) {
+  CAPTURE(c.name);
+  auto loaded = build_case(c);
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+  auto f32 = teeny::load_cpu(loaded->graph, {});
+  auto f64 = teeny::load_cpu<double>(loaded->graph, {});
+  if (f32 || f64) {
+    FAIL_CHECK(c.name << " is skipped (" << c.skip << ") but the CPU backend loads it now: drop the skip");
+    return;
+  }
+  CHECK(f32.error().code() == teeny::Errc::unsupported);
+  CHECK(f64.error().code() == teeny::Errc::unsupported);
+}
+
+std::string isa_names() {
+  std::string names;
+  for (const teeny::cpu::Isa isa : test_support::available_isas()) {
+    names += (names.empty() ? "" : ", ") + std::string(teeny::cpu::isa_name(isa));
+  }
+  return names;
 }
 
 }  // namespace
 
-TEST_CASE("CPU ops match PyTorch (tests/fixtures/ops)") {
-  for (const OpCase& c : cases()) {
-    SUBCASE(std::string(c.name).c_str()) { run_case(c); }
+TEST_CASE("every op fixture in the manifest has a runner, and every runner a fixture") {
+  const std::vector<std::string>& names = manifest();
+  REQUIRE_MESSAGE(!names.empty(), "cannot read " << fixtures::path("ops/MANIFEST.txt"));
+  std::size_t run = 0, skipped = 0;
+  for (const std::string& name : names) {
+    const OpCase* c = runner(name);
+    if (c == nullptr) {
+      FAIL_CHECK("fixture " << name << " (tests/fixtures/ops/MANIFEST.txt) has no runner in " << __FILE__);
+    } else {
+      ++(c->skip.empty() ? run : skipped);
+    }
   }
+  for (const auto& [name, c] : runners().by_name) {
+    if (std::ranges::find(names, name) == names.end()) {
+      FAIL_CHECK("runner " << name << " has no fixture in tests/fixtures/ops/MANIFEST.txt");
+    }
+  }
+  for (const std::string& name : runners().duplicates) FAIL_CHECK("two runners for fixture " << name);
+  MESSAGE(names.size() << " op fixtures: " << run << " run on each instruction set (" << isa_names() << "), " << skipped
+                       << " skipped");
+}
+
+TEST_CASE("CPU ops match PyTorch on every instruction set the GEMM can be forced to (tests/fixtures/ops)") {
+  const test_support::IsaGuard restore_isa;
+  for (const teeny::cpu::Isa isa : test_support::available_isas()) {
+    for (const std::string& name : manifest()) {
+      const OpCase* c = runner(name);
+      if (c == nullptr || !c->skip.empty()) continue;  // reported by the test cases around this one
+      SUBCASE((name + " [" + teeny::cpu::isa_name(isa) + "]").c_str()) {
+        REQUIRE(teeny::cpu::set_isa(isa) == isa);
+        run_case(*c);
+      }
+    }
+  }
+}
+
+TEST_CASE("op fixtures the CPU backend skips are listed with their reasons, and each load is refused") {
+  std::string list;
+  std::size_t skipped = 0;
+  for (const std::string& name : manifest()) {
+    const OpCase* c = runner(name);
+    if (c == nullptr || c->skip.empty()) continue;
+    ++skipped;
+    list += "\n  skipped: " + name + " (" + std::string(c->skip) + ")";
+    check_refused(*c);
+  }
+  MESSAGE(skipped << " op fixtures skipped on the CPU backend:" << list);
 }
 
 namespace {

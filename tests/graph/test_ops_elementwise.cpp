@@ -1,4 +1,4 @@
-// Inference of activations, softmax, broadcasting arithmetic, unary math and reductions
+// Inference of the elementwise family: activations, broadcasting arithmetic, unary math and dropout
 // (teeny.graph:ops_elementwise).
 #include <doctest/doctest.h>
 
@@ -34,13 +34,6 @@ TEST_CASE("activations keep the type and reject integer inputs, naming the dtype
   CHECK(describe(LogSoftmax{1}) == "log_softmax(axis=1)");
 }
 
-TEST_CASE("softmax checks its axis against the input rank") {
-  CHECK(*run(Softmax{1}, {f32({2, 3})}) == f32({2, 3}));
-  CHECK(*run(Softmax{-2}, {f32({2, 3})}) == f32({2, 3}));
-  CHECK(error_of(Softmax{2}, {f32({2, 3})}) == "axis 2 is out of range for rank 2 (valid: -2..1)");
-  CHECK(*run(Softmax{0}, {f32({})}) == f32({}));  // a scalar accepts 0 and -1, as in PyTorch
-}
-
 TEST_CASE("binary ops broadcast like PyTorch and need one dtype") {
   const Binary add{BinaryOp::add};
   CHECK(*run(add, {f32({2, 1, 4}), f32({3, 1})}) == f32({2, 3, 4}));
@@ -73,17 +66,8 @@ TEST_CASE("unary math: exp/log/sqrt/reciprocal need floats, abs/neg any number")
   CHECK(kind(GraphOp{Unary{UnaryOp::reciprocal}}) == "reciprocal");
 }
 
-TEST_CASE("reductions drop or keep axes; sum of integers is i64") {
-  CHECK(*run(Reduce{ReduceOp::sum}, {f32({2, 3, 4})}) == f32({}));
-  CHECK(*run(Reduce{ReduceOp::sum, {}, true}, {f32({2, 3, 4})}) == f32({1, 1, 1}));
-  CHECK(*run(Reduce{ReduceOp::mean, {1}}, {f32({batch, 10, 64})}) == f32({batch, 64}));
-  CHECK(*run(Reduce{ReduceOp::max, {-1}, true}, {f32({batch, 10, 64})}) == f32({batch, 10, 1}));
-  CHECK(*run(Reduce{ReduceOp::sum, {0, 2}}, {f32({2, 3, 4})}) == f32({3}));
-  CHECK(*run(Reduce{ReduceOp::sum, {1}}, {typed(DType::i32, {2, 3})}) == i64({2}));
-  CHECK(*run(Reduce{ReduceOp::max, {1}}, {typed(DType::i32, {2, 3})}) == typed(DType::i32, {2}));
-
-  CHECK(error_of(Reduce{ReduceOp::sum, {1, -2}}, {f32({2, 3, 4})}) == "axis 1 appears twice in axes [1, -2]");
-  CHECK(error_of(Reduce{ReduceOp::sum, {3}}, {f32({2, 3, 4})}) == "axis 3 is out of range for rank 3 (valid: -3..2)");
-  CHECK_CONTAINS(error_of(Reduce{ReduceOp::mean}, {i64({2})}), "i64");
-  CHECK(describe(Reduce{ReduceOp::mean, {1}}) == "mean(axes=[1], keepdim=false)");
+TEST_CASE("dropout is the identity with p in [0, 1]") {
+  CHECK(*run(Dropout{}, {f32({batch, 10})}) == f32({batch, 10}));
+  CHECK(describe(Dropout{}) == "dropout(p=0.5)");
+  CHECK(error_of(Dropout{1.5}, {f32({2})}) == "dropout probability must be between 0 and 1, got 1.5");
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Sliding-window geometry of convolution and pooling, shared by the CPU and CUDA kernels: which
-// input positions an output position reads and what an average divides by. Rules are PyTorch's
-// (aten/src/ATen/native/{DilatedMaxPool2d,AveragePool2d,AdaptiveAveragePooling}.cpp).
+// Per-element rules of the pool family, shared by the CPU and CUDA kernels: which input positions
+// a pooling window reads and what an average divides by (Window2d is the convolution's window
+// too). Rules are PyTorch's (aten/src/ATen/native/{DilatedMaxPool2d,AveragePool2d,
+// AdaptiveAveragePooling}.cpp).
 #include <cstdint>
 
 #include "math/host_device.hpp"
