@@ -140,12 +140,6 @@ inline constexpr bool backend_runs_all<B, std::variant<Ops...>> = ((InputOpType<
 }  // namespace loaded_detail
 
 /// What loading made: sizes of the arena (with and without reuse) and of the parameters.
-/// A tensor with a name: what the Model concept's forward takes and returns.
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
-
 struct PlanStats {
   std::size_t steps = 0;              // kernel launches per forward
   std::size_t arena_bytes = 0;        // activation arena, memory reused by liveness
