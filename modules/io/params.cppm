@@ -49,6 +49,8 @@ struct ParamTarget {
 struct LoadOptions {
   /// Strict: any problem fails the whole load, writing nothing. Otherwise load what matches.
   bool strict = true;
+  /// Check only: the same error, or the report of what would load, but nothing is written.
+  bool dry_run = false;
 };
 
 /// Named tensors to load parameters from: a safetensors file's tensors (little-endian, read in
@@ -73,6 +75,9 @@ class ParamSource {
     auto it = index_.find(key);
     return it == index_.end() ? nullptr : &tensors_[it->second];
   }
+  /// The same source without the tensors whose names start with `prefix` (a checkpoint's
+  /// "optimizer." state, which is not the model's).
+  ParamSource without_prefix(std::string_view prefix) const;
   /// How the tensors' bytes are ordered: little-endian in a file, native in memory.
   std::endian byte_order() const { return byte_order_; }
   /// The words a problem line uses for what the source holds ("file has [2, 3]") and for where an
@@ -93,7 +98,7 @@ class ParamSource {
 
 /// What a load did. Keys are in target order, except `skipped_unexpected` (source order).
 struct LoadReport {
-  std::vector<std::string> loaded;              // written into their destination
+  std::vector<std::string> loaded;              // written into their destination (dry run: would be)
   std::vector<std::string> skipped_unexpected;  // in the source, asked for by no target
   std::vector<std::string> missing;             // asked for, not in the source
   std::vector<std::string> converted;           // loaded from another dtype (also in `loaded`)
@@ -135,6 +140,18 @@ ParamSource ParamSource::of(const SafetensorsFile& file) {
     source.tensors_.push_back({e.name, e.dtype, e.shape, e.data});
   }
   return source;
+}
+
+ParamSource ParamSource::without_prefix(std::string_view prefix) const {
+  ParamSource kept = *this;
+  kept.tensors_.clear();
+  kept.index_.clear();
+  for (const TensorRef& t : tensors_) {
+    if (t.name.starts_with(prefix)) continue;
+    kept.index_.emplace(t.name, kept.tensors_.size());
+    kept.tensors_.push_back(t);
+  }
+  return kept;
 }
 
 Result<ParamSource> ParamSource::of(std::span<const TensorRef> tensors) {
@@ -234,7 +251,7 @@ Result<LoadReport> load_parameters(const ParamSource& source, std::span<const Pa
   }
 
   for (const auto& [t, e] : plan) {
-    io_detail::convert_into(e->data, e->dtype, t->destination, t->dtype, source.byte_order());
+    if (!options.dry_run) io_detail::convert_into(e->data, e->dtype, t->destination, t->dtype, source.byte_order());
     report.loaded.push_back(t->key);
     if (e->dtype != t->dtype) report.converted.push_back(t->key);
   }

@@ -240,7 +240,7 @@ class LoadedModel {
       targets.push_back({p.key, p.tensor.dtype(), p.tensor.shape(), {p.tensor.data(), p.tensor.bytes()}});
     }
     auto report = load_parameters(source, targets, options);
-    if (!report) return report;
+    if (!report || options.dry_run) return report;
     for (auto& plan : plans_) {
       if (auto prepared = prepare(*plan); !prepared) return std::move(prepared).error();
     }

@@ -430,6 +430,11 @@ TEST_CASE("a checkpoint resumes training bit for bit: 10 steps, save, load into 
   auto other_opt = teeny::AdamW<float>::create(*other_params, {.lr = 1e-3});
   auto refused = teeny::load_checkpoint(path, *other, *other_opt);
   REQUIRE_FALSE(refused);
-  CHECK(refused.error().to_string().find("conv1.weight' is missing") != std::string::npos);
+  const std::string message = refused.error().to_string();
+  CAPTURE(message);
+  CHECK(message.find("checkpoint does not match the model: safetensors file '" + path + "': cannot load") !=
+        std::string::npos);
+  CHECK(message.find("missing: 'conv1.weight'") != std::string::npos);
+  CHECK(message.find("'fc1.weight': file has [512, 784] but the model expects [120, 400]") != std::string::npos);
   std::remove(path.c_str());
 }
