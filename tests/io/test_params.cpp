@@ -291,3 +291,32 @@ TEST_CASE("ParamSource: a file's tensors in file order; in-memory tensors with o
   CHECK(size.error().code() == Errc::invalid_argument);
   CHECK(size.error().message() == "weights in memory: tensor 'a' (f32 [3]) needs 12 bytes of data, got 8");
 }
+
+TEST_CASE("load_parameters: a dry run reports what would load, or the strict error, and writes nothing") {
+  const std::vector<float> w = {1, 2, 3, 4};
+  const std::vector<double> bias = {0.5, -1};
+  const TensorRef held[] = {TensorRef::of<float>("fc.weight", w, {2, 2}), TensorRef::of<double>("fc.bias", bias, {2})};
+  auto source = teeny::ParamSource::of(held);
+  REQUIRE(source);
+  std::vector<float> wt(4, -1.0f), bt(2, -1.0f);
+  const ParamTarget targets[] = {{"fc.weight", DType::f32, {2, 2}, io_test::writable_bytes_of(wt)},
+                                 {"fc.bias", DType::f32, {2}, io_test::writable_bytes_of(bt)}};
+  auto dry = teeny::load_parameters(*source, targets, {.dry_run = true});
+  REQUIRE(dry);
+  CHECK(dry->loaded == Keys{"fc.weight", "fc.bias"});
+  CHECK(dry->converted == Keys{"fc.bias"});
+  CHECK(wt == std::vector<float>(4, -1.0f));
+  CHECK(bt == std::vector<float>(2, -1.0f));
+
+  auto without_bias = source->without_prefix("fc.b");
+  CHECK(without_bias.tensors().size() == 1);
+  CHECK(without_bias.find("fc.bias") == nullptr);
+  auto refused = teeny::load_parameters(without_bias, targets, {.dry_run = true});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message() ==
+        "weights in memory: cannot load 2 parameters (1 problem):\n  missing: 'fc.bias' (the model expects f32 [2])");
+
+  REQUIRE(teeny::load_parameters(*source, targets));
+  CHECK(wt == w);
+  CHECK(bt == std::vector<float>{0.5f, -1.0f});
+}
