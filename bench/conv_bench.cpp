@@ -67,8 +67,7 @@ void run_conv(benchmark::State& state, const ConvShape& s, std::size_t threads, 
   }
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  auto* pixels = reinterpret_cast<float*>(input->data());
-  for (std::int64_t i = 0; i < input->numel(); ++i) pixels[i] = value(rng);
+  for (float& v : input->view<float>()->span()) v = value(rng);
   const teeny::TensorRef in[] = {teeny::TensorRef::of("x", *input)};
   bool ok = static_cast<bool>(model->forward(in));  // warm: scratch grown
   const char* cold_env = std::getenv("TEENY_BENCH_COLD");

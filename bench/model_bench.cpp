@@ -93,13 +93,17 @@ double check_against_pytorch(const ModelSpec& spec, const teeny::SafetensorsFile
     error = "forward: " + ran.error().to_string();
     return -1;
   }
-  auto out = model->output("logits");
-  if (!take(out, error, "output")) return -1;
-  const auto* got = static_cast<const float*>(out->data);
-  const auto* want = reinterpret_cast<const float*>(expected->data());
+  auto got = model->output<float>("logits");
+  if (!take(got, error, "output")) return -1;
+  auto want = std::as_const(*expected).view<float>();
+  if (!take(want, error, "reading out.logits as f32")) return -1;
+  if (got->shape != want->shape) {
+    error = "logits are " + teeny::to_string(got->shape) + ", PyTorch's " + teeny::to_string(want->shape);
+    return -1;
+  }
   double worst = 0;
-  for (std::size_t i = 0; i < expected->bytes() / sizeof(float); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+  for (std::size_t i = 0; i < want->span().size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(got->span()[i]) - want->span()[i]));
   }
   return worst;
 }
@@ -131,8 +135,7 @@ Loaded& loaded(const ModelSpec& spec, std::int64_t batch, std::int64_t threads) 
   if (!take(input, current.error, "allocating the input")) return current;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-  auto* values = reinterpret_cast<float*>(input->data());
-  for (std::size_t i = 0; i < input->bytes() / sizeof(float); ++i) values[i] = pixel(rng);
+  for (float& v : input->view<float>()->span()) v = pixel(rng);
   current.input = std::move(*input);
 
   // Warm-up: the first forwards grow the thread pool's scratch and bring the weights into cache.

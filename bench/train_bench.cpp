@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> labels(static_cast<std::size_t>(batch));
   for (float& v : images) v = pixel(rng);
   for (std::int64_t& v : labels) v = label(rng);
-  const teeny::TensorRef input[] = {{"x", teeny::DType::f32, {batch, 1, 28, 28}, std::as_bytes(std::span(images))}};
+  const teeny::TensorRef input[] = {teeny::TensorRef::of<float>("x", images, {batch, 1, 28, 28})};
   const teeny::TensorView<const std::int64_t> targets(labels.data(), {batch});
 
   std::vector<double> step_us, forward_us, loss_us, backward_us, optimizer_us;
@@ -96,11 +96,11 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     if (auto ran = model->forward(input); !ran) return std::move(ran).error();
     const auto t1 = Clock::now();
-    auto logits = model->output("logits");
+    auto logits = model->output<float>("logits");
     if (!logits) return std::move(logits).error();
     auto grad = model->output_grad("logits");
     if (!grad) return std::move(grad).error();
-    auto loss = teeny::cross_entropy<float>(*logits->as<const float>(), targets, *grad->as<float>());
+    auto loss = teeny::cross_entropy<float>(*logits, targets, *grad->as<float>());
     if (!loss) return std::move(loss).error();
     const auto t2 = Clock::now();
     if (auto back = model->backward(); !back) return std::move(back).error();

@@ -106,27 +106,28 @@ struct Evaluation {
 template <class M>
 teeny::Result<Evaluation> evaluate(M& model, const teeny::Dataset& data, std::int64_t batch, bool with_loss) {
   const std::int64_t n = data.size();
-  const auto* images = data.images.data();
-  const auto* labels = reinterpret_cast<const std::int64_t*>(data.labels.data());
-  const std::size_t image_bytes = 28 * 28 * sizeof(float);
+  auto images = data.images.view<float>();
+  auto labels = data.labels.view<std::int64_t>();
+  if (!images) return std::move(images).error();
+  if (!labels) return std::move(labels).error();
+  constexpr std::size_t pixels = 28 * 28;
   Evaluation result;
   for (std::int64_t first = 0; first < n; first += batch) {
     const std::int64_t count = std::min(batch, n - first);
-    const teeny::TensorRef input[] = {
-        {"x", teeny::DType::f32, {count, 1, 28, 28}, std::span(images + first * image_bytes, count * image_bytes)}};
+    const auto batch_pixels =
+        images->span().subspan(static_cast<std::size_t>(first) * pixels, static_cast<std::size_t>(count) * pixels);
+    const teeny::TensorRef input[] = {teeny::TensorRef::of<float>("x", batch_pixels, {count, 1, 28, 28})};
     if (auto ran = model.forward(input); !ran) return std::move(ran).error();
-    auto logits = model.output("logits");
+    auto logits = model.template output<float>("logits");  // [count, 10]
     if (!logits) return std::move(logits).error();
-    const auto* scores = static_cast<const float*>(logits->data);
     for (std::int64_t i = 0; i < count; ++i) {
-      const float* row = scores + i * 10;
-      result.correct += (std::max_element(row, row + 10) - row) == labels[first + i];
+      const float* row = &(*logits)(i, 0);
+      result.correct += (std::max_element(row, row + 10) - row) == (*labels)(first + i);
     }
 #if TEENY_TRAINING
     if (with_loss) {
-      auto view = logits->template as<const float>();
-      if (!view) return std::move(view).error();
-      auto loss = teeny::cross_entropy<float>(*view, teeny::TensorView<const std::int64_t>(labels + first, {count}));
+      const teeny::TensorView<const std::int64_t> targets(&(*labels)(first), {count});
+      auto loss = teeny::cross_entropy<float>(*logits, targets);
       if (!loss) return std::move(loss).error();
       result.loss += *loss * static_cast<double>(count);
     }
@@ -200,14 +201,14 @@ int train(const Options& opt, const teeny::Graph& graph, const teeny::Dataset& t
           return fail(r.error());
         }
         const teeny::TensorRef input[] = {
-            {"x", teeny::DType::f32, {count, 1, 28, 28}, std::as_bytes(std::span(images).first(count * 28 * 28))}};
+            teeny::TensorRef::of<float>("x", std::span(images).first(count * 28 * 28), {count, 1, 28, 28})};
         if (auto ran = model->forward(input); !ran) return fail(ran.error());
-        auto logits = model->output("logits");
+        auto logits = model->output<float>("logits");
         if (!logits) return fail(logits.error());
         auto grad = model->output_grad("logits");
         if (!grad) return fail(grad.error());
         const teeny::TensorView<const std::int64_t> targets(labels.data(), {count});
-        auto loss = teeny::cross_entropy<float>(*logits->as<const float>(), targets, *grad->as<float>());
+        auto loss = teeny::cross_entropy<float>(*logits, targets, *grad->as<float>());
         if (!loss) return fail(loss.error());
         if (auto back = model->backward(); !back) return fail(back.error());
         if (opt.schedule == "cosine") {
@@ -217,7 +218,7 @@ int train(const Options& opt, const teeny::Graph& graph, const teeny::Dataset& t
         optimizer.step();
         model->zero_grad();
         loss_sum += *loss * static_cast<double>(count);
-        correct += teeny::argmax_accuracy<float>(*logits->as<const float>(), targets).value_or(0);
+        correct += teeny::argmax_accuracy<float>(*logits, targets).value_or(0);
         seen += count;
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         progress.update(epoch, epochs, ++step, sampler->n_batches(), loss_sum / static_cast<double>(seen),

@@ -1,9 +1,21 @@
-// teeny.core:tensor — typed non-owning views and owning, aligned storage.
+// teeny.core:tensor — the tensor types a user of teeny holds, all in one place:
+//
+//   TensorView<T>  a typed, strided view of elements owned elsewhere (kernel arguments, outputs)
+//   Buffer         owning, zeroed, 64-byte-aligned bytes
+//   Tensor         an owning, contiguous tensor of any dtype
+//   NamedTensor    a Tensor with a name (what the Model concept's forward takes and returns)
+//   TensorRef      a borrowed, named tensor: dtype, shape and bytes (model inputs, weights, saving)
+//   TensorBinding  a tensor as an execution plan binds it: untyped pointer, dtype, shape, row stride
 //
 //   auto t = Tensor::from<float>({1, 2, 3, 4, 5, 6}, {2, 3});   // Result<Tensor>
 //   auto v = t->view<float>();                                   // Result<TensorView<float>>
 //   (*v)(1, 2) == 6;  v->numel() == 6;
-//   t->view<double>()  -> error "tensor is f32 but was viewed as f64"
+//   t->view<double>()  -> error "tensor [2, 3] is f32 but was viewed as f64"
+//
+//   std::vector<float> pixels(784);
+//   const TensorRef in[] = {TensorRef::of<float>("x", pixels, {1, 784})};   // dtype from float
+//   model->forward(in);
+//   auto logits = model->output<float>("logits");   // Result<TensorView<const float>>, dtype checked
 module;
 #include <concepts>
 #include <cstddef>
@@ -12,6 +24,8 @@ module;
 #include <memory>
 #include <new>
 #include <span>
+#include <string>
+#include <string_view>
 #include <utility>
 export module teeny.core:tensor;
 import :dtype;
@@ -139,6 +153,80 @@ class Tensor {
   Buffer buffer_;
   DType dtype_ = DType::f32;
   ConcreteShape shape_;
+};
+
+/// A tensor with a name: what the Model concept's forward takes and returns.
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+/// A named tensor borrowed from elsewhere: its dtype, shape and native, row-major bytes. What a
+/// model's forward reads its inputs from, what load_weights and save_safetensors take, and what
+/// a model lists its parameters as. The name and the bytes must outlive it.
+struct TensorRef {
+  std::string_view name;
+  DType dtype = DType::f32;
+  ConcreteShape shape;
+  std::span<const std::byte> data;
+
+  /// Borrows a whole Tensor under `name`.
+  static TensorRef of(std::string_view name, const Tensor& tensor) {
+    return {name, tensor.dtype(), tensor.shape(), {tensor.data(), tensor.bytes()}};
+  }
+  /// Borrows a NamedTensor under its own name.
+  static TensorRef of(const NamedTensor& named) { return of(named.name, named.tensor); }
+  /// Borrows typed values as a tensor of `shape`; the dtype is T's (`of<float>` is f32). Whoever
+  /// reads it checks that the values fill the shape.
+  ///   TensorRef::of<float>("x", pixels, {1, 784})     // pixels: a std::vector<float>
+  template <Element T>
+  static TensorRef of(std::string_view name, std::span<const T> values, const ConcreteShape& shape) {
+    return {name, dtype_of<T>, shape, std::as_bytes(values)};
+  }
+
+  /// A typed view of the bytes (contiguous). An error names the tensor when T is not its dtype,
+  /// when the bytes do not fill the shape or when they are not aligned for T.
+  template <Element T>
+  Result<TensorView<const T>> view() const {
+    if (dtype_of<T> != dtype) {
+      return fail(Errc::dtype_mismatch, "tensor '", name, "' is ", dtype, " but was viewed as ", dtype_of<T>);
+    }
+    if (shape.numel() < 0 || data.size() != static_cast<std::size_t>(shape.numel()) * sizeof(T)) {
+      return fail(Errc::invalid_argument, "tensor '", name, "' (", dtype, " ", shape, ") has ", data.size(),
+                  " bytes, not ", shape.numel(), " x ", sizeof(T));
+    }
+    if (reinterpret_cast<std::uintptr_t>(data.data()) % alignof(T) != 0) {
+      return fail(Errc::unsupported, "tensor '", name, "': its bytes are not aligned to ", alignof(T),
+                  " bytes, so they cannot be viewed as ", dtype_of<T>, " in place");
+    }
+    return TensorView<const T>(reinterpret_cast<const T*>(data.data()), shape);
+  }
+};
+
+/// One tensor as an execution plan binds it: untyped storage with its dtype, concrete shape and
+/// the row stride (elements between rows; may exceed the last dim for padded/TMA layouts). A
+/// model's output(name) returns one; output<T>(name) the typed view.
+struct TensorBinding {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  ConcreteShape shape;
+  std::int64_t row_stride = 0;  // 0: the natural stride, shape.last()
+
+  /// A typed view of the binding (strided when the rows are padded); an error names both dtypes
+  /// when they differ.
+  template <Element T>
+  Result<TensorView<T>> as() const {
+    if (dtype_of<T> != dtype) {
+      return fail(Errc::dtype_mismatch, "tensor ", shape, " is bound as ", dtype, " but the kernel reads ",
+                  dtype_of<T>);
+    }
+    ConcreteShape strides = contiguous_strides(shape);
+    if (row_stride != 0 && shape.rank() >= 2 && row_stride != shape.last()) {
+      strides[shape.rank() - 2] = row_stride;
+      for (std::size_t i = shape.rank() - 2; i-- > 0;) strides[i] = strides[i + 1] * shape[i + 1];
+    }
+    return TensorView<T>(static_cast<T*>(data), shape, strides);
+  }
 };
 
 }  // namespace teeny

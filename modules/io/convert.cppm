@@ -1,5 +1,5 @@
-// teeny.io:convert — copies little-endian elements from a file (possibly unaligned) into memory,
-// converting the dtype on the way. Internal to teeny.io.
+// teeny.io:convert — copies elements from a file (little-endian) or from memory (native order),
+// possibly unaligned, into native elements, converting the dtype on the way. Internal to teeny.io.
 //
 //   if (auto why = refuse_conversion(DType::f64, DType::f32, Policy::same_kind)) ...;  // none: allowed
 //   check_values(src, DType::i64, DType::i8)   -> error if a value does not fit in i8
@@ -46,14 +46,15 @@ std::optional<std::string> refuse_conversion(DType from, DType to, Policy policy
   return std::nullopt;  // integer/bool to integer/bool: each value is checked by check_values
 }
 
+/// The element at `p`, stored in byte order `order`.
 template <class T>
-T load_le(const std::byte* p) {
+T load_element(const std::byte* p, std::endian order) {
   if constexpr (std::same_as<T, bool>) {
     return std::to_integer<std::uint8_t>(*p) != 0;
   } else {
     std::array<std::byte, sizeof(T)> bytes;
     std::memcpy(bytes.data(), p, sizeof(T));
-    if constexpr (std::endian::native == std::endian::big) std::ranges::reverse(bytes);
+    if (order != std::endian::native) std::ranges::reverse(bytes);
     return std::bit_cast<T>(bytes);
   }
 }
@@ -82,15 +83,16 @@ constexpr bool fits(T value, DType to) {
   }
 }
 
-/// Checks that every element of `src` (dtype `from`, little-endian) fits in `to`; needed only
-/// for integer narrowing. The error says which element and value.
-Result<void> check_values(std::span<const std::byte> src, DType from, DType to) {
+/// Checks that every element of `src` (dtype `from`, byte order `order`) fits in `to`; needed
+/// only for integer narrowing. The error says which element and value.
+Result<void> check_values(std::span<const std::byte> src, DType from, DType to,
+                          std::endian order = std::endian::little) {
   if (is_floating(from) || is_floating(to) || from == to) return ok();
   return visit_dtype(from, [&]<class From>(std::type_identity<From>) -> Result<void> {
     if constexpr (std::integral<From>) {
       const std::size_t n = src.size() / sizeof(From);
       for (std::size_t i = 0; i < n; ++i) {
-        const From v = load_le<From>(src.data() + i * sizeof(From));
+        const From v = load_element<From>(src.data() + i * sizeof(From), order);
         if (!fits(v, to)) {
           return fail(Errc::out_of_range, "element ", i, " is ", v, ", which does not fit in ", to);
         }
@@ -100,11 +102,12 @@ Result<void> check_values(std::span<const std::byte> src, DType from, DType to) 
   });
 }
 
-/// Converts the little-endian elements of `src` (dtype `from`) into native elements of `dst`
-/// (dtype `to`). Sizes must agree and the conversion must be allowed (see refuse_conversion and
-/// check_values); either buffer may be unaligned.
-void convert_into(std::span<const std::byte> src, DType from, std::span<std::byte> dst, DType to) {
-  if (from == to && std::endian::native == std::endian::little) {
+/// Converts the elements of `src` (dtype `from`, byte order `order`: little-endian in a file)
+/// into native elements of `dst` (dtype `to`). Sizes must agree and the conversion must be allowed
+/// (see refuse_conversion and check_values); either buffer may be unaligned.
+void convert_into(std::span<const std::byte> src, DType from, std::span<std::byte> dst, DType to,
+                  std::endian order = std::endian::little) {
+  if (from == to && (order == std::endian::native || size_of(from) == 1)) {
     if (!src.empty()) std::memcpy(dst.data(), src.data(), src.size());
     return;
   }
@@ -112,7 +115,7 @@ void convert_into(std::span<const std::byte> src, DType from, std::span<std::byt
     visit_dtype(to, [&]<class To>(std::type_identity<To>) {
       const std::size_t n = src.size() / sizeof(From);
       for (std::size_t i = 0; i < n; ++i) {
-        const From v = load_le<From>(src.data() + i * sizeof(From));
+        const From v = load_element<From>(src.data() + i * sizeof(From), order);
         if constexpr (FloatElement<To> || !FloatElement<From>) {  // float -> integer is refused earlier
           store_native(dst.data() + i * sizeof(To), convert_element<To>(v));
         }

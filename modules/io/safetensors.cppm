@@ -104,19 +104,6 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-/// A tensor to save: its name, dtype, shape and native (row-major) bytes, borrowed.
-struct TensorRef {
-  std::string_view name;
-  DType dtype = DType::f32;
-  ConcreteShape shape;
-  std::span<const std::byte> data;
-
-  /// Borrows a whole Tensor under `name`.
-  static TensorRef of(std::string_view name, const Tensor& tensor) {
-    return {name, tensor.dtype(), tensor.shape(), {tensor.data(), tensor.bytes()}};
-  }
-};
-
 /// Writes `tensors` and `metadata` to `path` as safetensors. The layout is the one the
 /// safetensors library writes, so the file reads back in Python byte for byte: header keys
 /// "__metadata__" first, tensors ordered by dtype (widest first, which keeps every tensor aligned

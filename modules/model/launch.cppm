@@ -1,8 +1,8 @@
 // teeny.model:launch — what a backend hands an op: launch geometry and the tensors it binds.
 //
 // The seed passed raw pointers positionally. Here a plan binds each tensor as a TensorBinding
-// (pointer + dtype + concrete shape + row stride), and the op turns the bindings into its own
-// typed argument struct (see :args), checking dtypes once, at load.
+// (pointer + dtype + concrete shape + row stride; teeny.core:tensor), and the op turns the
+// bindings into its own typed argument struct (see :args), checking dtypes once, at load.
 module;
 #include <cstddef>
 #include <cstdint>
@@ -25,30 +25,6 @@ struct Dim3 {
 inline std::string to_string(const Dim3& d) {
   return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
 }
-
-/// One tensor as the execution plan holds it: untyped storage with its dtype, concrete shape and
-/// the row stride (elements between rows; may exceed the last dim for padded/TMA layouts).
-struct TensorBinding {
-  void* data = nullptr;
-  DType dtype = DType::f32;
-  ConcreteShape shape;
-  std::int64_t row_stride = 0;  // 0: the natural stride, shape.last()
-
-  /// A typed view of the binding; an error names both dtypes when they differ.
-  template <Element T>
-  Result<TensorView<T>> as() const {
-    if (dtype_of<T> != dtype) {
-      return fail(Errc::dtype_mismatch, "tensor ", shape, " is bound as ", dtype, " but the kernel reads ",
-                  dtype_of<T>);
-    }
-    ConcreteShape strides = contiguous_strides(shape);
-    if (row_stride != 0 && shape.rank() >= 2 && row_stride != shape.last()) {
-      strides[shape.rank() - 2] = row_stride;
-      for (std::size_t i = shape.rank() - 2; i-- > 0;) strides[i] = strides[i + 1] * shape[i + 1];
-    }
-    return TensorView<T>(static_cast<T*>(data), shape, strides);
-  }
-};
 
 /// What a forward runs for (the seed's training flag), as a backend holds it: a model lowered for
 /// training runs its BatchNorms on batch statistics and its dropouts in the training phase, and

@@ -10,8 +10,11 @@
 //   auto model = LoadedModel<CpuContext, standard_ops<float>>::load(graph, std::move(*lowered),
 //                                                                  CpuContext({.threads = 2}), {{"batch", 64}});
 //   model->load_weights(*SafetensorsFile::open("mlp.safetensors"));     // strict by default
-//   model->forward(inputs);                   // std::span<const TensorRef>, named like the graph's inputs
-//   auto logits = model->output("logits");    // Result<TensorBinding> into the arena
+//   model->load_weights(weights);             // or tensors in memory: std::span<const TensorRef>
+//   const TensorRef in[] = {TensorRef::of<float>("x", pixels, {64, 1, 28, 28})};
+//   model->forward(in);                       // named like the graph's inputs
+//   auto logits = model->output<float>("logits");   // Result<TensorView<const float>> into the arena
+//   auto raw = model->output("logits");       // Result<TensorBinding>: dtype, shape, row stride
 module;
 #include <algorithm>
 #include <chrono>
@@ -164,12 +167,6 @@ inline constexpr bool backend_runs_all<B, std::variant<Ops...>> = (check_kernel<
 }  // namespace loaded_detail
 
 /// What loading made: sizes of the arena (with and without reuse) and of the parameters.
-/// A tensor with a name: what the Model concept's forward takes and returns.
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
-
 struct PlanStats {
   std::size_t steps = 0;              // kernel launches per forward
   std::size_t arena_bytes = 0;        // activation arena, memory reused by liveness
@@ -260,19 +257,35 @@ class LoadedModel {
     return times;
   }
 
-  /// Loads parameters by key (`{node}.{slot}`); strict by default (see load_parameters). Kernels
-  /// are prepared again afterwards (packed weights).
-  Result<LoadReport> load_weights(const SafetensorsFile& file, LoadOptions options = {}) {
+  /// Loads parameters by key (`{node}.{slot}`) from a safetensors file or from tensors in memory;
+  /// strict by default, with the same checks, conversions and errors for both (see
+  /// load_parameters). Kernels are prepared again afterwards (packed weights).
+  Result<LoadReport> load_weights(const ParamSource& source, LoadOptions options = {}) {
     std::vector<ParamTarget> targets;
     for (auto& p : params_) {
       targets.push_back({p.key, p.tensor.dtype(), p.tensor.shape(), {p.tensor.data(), p.tensor.bytes()}});
     }
-    auto report = load_parameters(file, targets, options);
-    if (!report) return report;
+    auto report = load_parameters(source, targets, options);
+    if (!report || options.dry_run) return report;
     for (auto& plan : plans_) {
       if (auto prepared = prepare(*plan); !prepared) return std::move(prepared).error();
     }
     return report;
+  }
+  Result<LoadReport> load_weights(const SafetensorsFile& file, LoadOptions options = {}) {
+    return load_weights(ParamSource::of(file), options);
+  }
+  /// From tensors the program holds, e.g. `TensorRef::of<float>("fc1.weight", w, {512, 784})`
+  /// (copied into the model; native byte order).
+  Result<LoadReport> load_weights(std::span<const TensorRef> tensors, LoadOptions options = {}) {
+    auto source = ParamSource::of(tensors);
+    if (!source) return std::move(source).error();
+    return load_weights(*source, options);
+  }
+  Result<LoadReport> load_weights(std::span<const NamedTensor> tensors, LoadOptions options = {}) {
+    std::vector<TensorRef> refs;
+    for (const NamedTensor& t : tensors) refs.push_back(TensorRef::of(t));
+    return load_weights(std::span<const TensorRef>(refs), options);
   }
 
   /// Writes every parameter to a safetensors file (a state_dict PyTorch can load).
@@ -353,6 +366,18 @@ class LoadedModel {
     if (!node)
       return fail(Errc::not_found, "the model has no output '", name, "' (outputs: ", port_names(outputs_), ")");
     return current_->values[*node];
+  }
+  /// The same as a typed view: `output<float>("logits")`. An error names the output and both
+  /// dtypes when T is not its dtype. An output whose op pads its rows (forward_output_row_stride)
+  /// comes as a strided view: index it with operator(); span() is for contiguous views only.
+  template <Element T>
+  Result<TensorView<const T>> output(std::string_view name) const {
+    auto binding = output(name);
+    if (!binding) return std::move(binding).error();
+    if (binding->dtype != dtype_of<T>) {
+      return fail(Errc::dtype_mismatch, "output '", name, "' is ", binding->dtype, " but was read as ", dtype_of<T>);
+    }
+    return binding->template as<const T>();
   }
 
 #if TEENY_TRAINING
@@ -472,12 +497,15 @@ class LoadedModel {
     return names;
   }
 
+  // Whether the plan in use takes `inputs` as they are; false also when an input's bytes do not
+  // fill its shape, so that switch_plan reports it rather than the copy overrunning the arena.
   bool current_matches(std::span<const TensorRef> inputs) const {
     for (const TensorRef& in : inputs) {
       auto node = find_port(inputs_, in.name);
       if (!node) return false;
       const TensorBinding& b = current_->values[*node];
       if (b.shape != in.shape || b.dtype != in.dtype) return false;
+      if (in.data.size() != static_cast<std::size_t>(in.shape.numel()) * size_of(in.dtype)) return false;
     }
     return true;
   }

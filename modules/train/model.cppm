@@ -44,12 +44,12 @@ export namespace teeny {
 /// A loaded model that trains: forward, backward from the output gradients, and its trained
 /// parameters with their gradients. Satisfied by LoadedModel lowered with LoweringMode::training.
 template <class M>
-concept TrainableModel = Model<M> && requires(M& m, const SafetensorsFile& file) {
+concept TrainableModel = Model<M> && requires(M& m, const ParamSource& source, LoadOptions options) {
   { m.parameter_gradients() } -> std::same_as<std::vector<ParameterGradient>>;
   { m.backward() } -> std::same_as<Result<void>>;
   m.zero_grad();
   { m.parameters() } -> std::same_as<std::vector<TensorRef>>;
-  { m.load_weights(file) } -> std::same_as<Result<LoadReport>>;
+  { m.load_weights(source, options) } -> std::same_as<Result<LoadReport>>;
   { std::as_const(m).random_state() } -> std::same_as<RandomState>;
   m.set_random_state(RandomState{});
 };
@@ -144,8 +144,9 @@ Result<void> save_checkpoint(const std::string& path, M& model, const O& optimiz
                            {std::string(random_step_key), std::to_string(random.step)}});
 }
 
-/// Loads a checkpoint written by save_checkpoint: every model key strictly, then the optimizer's
-/// state strictly. On an error the message names the file and the keys.
+/// Loads a checkpoint written by save_checkpoint: the model's part (every tensor but the
+/// optimizer's) strictly, as load_weights loads a file, and the optimizer's state strictly. Both
+/// are checked before either is written; on an error the message names the file and the keys.
 template <TrainableModel M, class O>
   requires requires(O& o, std::span<const TensorRef> refs) {
     { o.load_state(refs) } -> std::same_as<Result<void>>;
@@ -159,29 +160,10 @@ Result<void> load_checkpoint(const std::string& path, M& model, O& optimizer) {
     if (name.starts_with(optimizer_prefix))
       state.push_back({name.substr(optimizer_prefix.size()), e.dtype, e.shape, e.data});
   }
-  // Checked before anything is written: every model tensor present with its shape and dtype, and
-  // nothing else but the optimizer's.
-  std::vector<std::string> problems;
-  const std::vector<TensorRef> wanted = model.parameters();
-  for (const TensorRef& t : wanted) {
-    const SafetensorsEntry* e = file->find(t.name);
-    if (e == nullptr) {
-      problems.push_back(cat("'", t.name, "' is missing"));
-    } else if (e->dtype != t.dtype || e->shape != t.shape) {
-      problems.push_back(cat("'", t.name, "' is ", e->dtype, " ", e->shape, ", the model's ", t.dtype, " ", t.shape));
-    }
-  }
-  for (const SafetensorsEntry& e : file->entries()) {
-    const std::string_view name = e.name;
-    if (name.starts_with(optimizer_prefix)) continue;
-    bool known = false;
-    for (const TensorRef& t : wanted) known = known || t.name == name;
-    if (!known) problems.push_back(cat("'", name, "' is not the model's"));
-  }
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
-    return fail(Errc::invalid_argument, "checkpoint '", path, "' does not match the model: ", all);
+  // The model's part, checked (a dry run of the strict load) before anything is written.
+  const ParamSource weights = ParamSource::of(*file).without_prefix(optimizer_prefix);
+  if (auto checked = model.load_weights(weights, {.dry_run = true}); !checked) {
+    return std::move(checked).error().context("checkpoint does not match the model");
   }
   // The random state, when the file has it (a checkpoint from elsewhere may not): read first, so
   // that a malformed value is refused before anything changes.
@@ -199,7 +181,7 @@ Result<void> load_checkpoint(const std::string& path, M& model, O& optimizer) {
   // The optimizer's state first: it is checked as it loads and changes nothing on an error.
   if (auto loaded = optimizer.load_state(state); !loaded)
     return std::move(loaded).error().context(cat("checkpoint '", path, "'"));
-  if (auto loaded = model.load_weights(*file, {.strict = false}); !loaded) return std::move(loaded).error();
+  if (auto loaded = model.load_weights(weights); !loaded) return std::move(loaded).error();
   if (random) model.set_random_state(*random);
   return ok();
 }

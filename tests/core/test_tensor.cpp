@@ -67,3 +67,32 @@ TEST_CASE("empty tensors and huge allocations fail cleanly") {
   CHECK(huge.error().code() == teeny::Errc::out_of_memory);
   CHECK(huge.error().message().find("tensor f64 [1099511627776, 1048576]") != std::string::npos);
 }
+
+TEST_CASE("TensorRef borrows typed values, a Tensor or a NamedTensor, and views them back by dtype") {
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  const teeny::TensorRef ref = teeny::TensorRef::of<float>("x", values, {2, 3});
+  CHECK(ref.name == "x");
+  CHECK(ref.dtype == DType::f32);
+  CHECK(ref.shape == ConcreteShape{2, 3});
+  CHECK(ref.data.data() == static_cast<const void*>(values.data()));  // borrowed, not copied
+  CHECK(ref.data.size() == 24);
+  auto v = ref.view<float>();
+  REQUIRE(v);
+  CHECK((*v)(1, 0) == 4.0f);
+
+  auto wrong = ref.view<std::int32_t>();
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.error().code() == teeny::Errc::dtype_mismatch);
+  CHECK(wrong.error().message() == "tensor 'x' is f32 but was viewed as i32");
+  const teeny::TensorRef too_big = teeny::TensorRef::of<float>("y", values, {7});
+  auto short_view = too_big.view<float>();
+  REQUIRE_FALSE(short_view);
+  CHECK(short_view.error().message() == "tensor 'y' (f32 [7]) has 24 bytes, not 7 x 4");
+
+  const teeny::NamedTensor named{"t", *Tensor::from<std::int64_t>({7, 8}, {2})};
+  const teeny::TensorRef of_named = teeny::TensorRef::of(named);
+  CHECK(of_named.name == "t");
+  CHECK(of_named.dtype == DType::i64);
+  CHECK(of_named.data.data() == named.tensor.data());
+  CHECK(of_named.view<std::int64_t>()->span()[1] == 8);
+}

@@ -206,3 +206,117 @@ TEST_CASE("load_parameters: duplicate keys and wrong destination sizes are calle
   CHECK(size.error().code() == Errc::invalid_argument);
   CHECK(contains(size.error().message(), "parameter 'fc1.weight' (f32 [2, 3]) needs a 24-byte destination, got 20"));
 }
+
+TEST_CASE("load_parameters from tensors in memory: the file's checks and conversions, in memory's words") {
+  std::vector<float> w(6, 1.0f), extra(3, 3.0f);
+  const std::vector<std::int64_t> steps = {5};
+  const std::vector<double> scale = {0.5};
+  const std::vector<std::int64_t> big = {1, 3000000000};
+  const TensorRef held[] = {
+      TensorRef::of<float>("fc1.weight", w, {2, 3}),
+      TensorRef::of<float>("extra.weight", extra, {3}),
+      TensorRef::of<std::int64_t>("bn1.num_batches_tracked", steps, {}),
+      TensorRef::of<double>("scale", scale, {1}),
+      TensorRef::of<std::int64_t>("n", big, {2}),
+  };
+  auto source = teeny::ParamSource::of(held);
+  REQUIRE(source);
+  CHECK(source->name() == "weights in memory");
+  CHECK(source->tensors().size() == 5);
+  REQUIRE(source->find("scale") != nullptr);
+  CHECK(source->find("scale")->dtype == DType::f64);
+  CHECK(source->find("fc2.bias") == nullptr);
+
+  std::vector<float> wt(8, -1.0f), stepf(1, -1.0f), scalef(1, -1.0f), fc2(2, -1.0f);
+  std::vector<std::int32_t> n32(2, -1);
+  const ParamTarget targets[] = {
+      {"fc1.weight", DType::f32, {2, 4}, io_test::writable_bytes_of(wt)},
+      {"fc2.bias", DType::f32, {2}, io_test::writable_bytes_of(fc2)},
+      {"bn1.num_batches_tracked", DType::f32, {}, io_test::writable_bytes_of(stepf)},
+      {"scale", DType::f32, {1}, io_test::writable_bytes_of(scalef)},  // fine on its own (converted)
+      {"n", DType::i32, {2}, io_test::writable_bytes_of(n32)},
+  };
+  auto report = teeny::load_parameters(*source, targets);
+  REQUIRE_FALSE(report);
+  CHECK(report.error().code() == Errc::not_found);
+  CHECK(report.error().message() ==
+        "weights in memory: cannot load 5 parameters (5 problems):\n"
+        "  missing: 'fc2.bias' (the model expects f32 [2])\n"
+        "  unexpected: 'extra.weight' (f32 [3] among the tensors given)\n"
+        "  'fc1.weight': tensor has [2, 3] but the model expects [2, 4]\n"
+        "  'bn1.num_batches_tracked': tensor has i64 but the model expects f32 (an i64 value is not converted "
+        "to the floating dtype f32)\n"
+        "  'n': tensor has i64 and the model expects i32: element 1 is 3000000000, which does not fit in i32");
+  CHECK(scalef[0] == -1.0f);  // nothing written
+
+  // Non-strict: what matches loads, converted in native byte order (f64 -> f32, i64 -> i8).
+  const std::vector<std::int64_t> small = {-3, 100};
+  const TensorRef fitting[] = {TensorRef::of<double>("scale", scale, {1}), TensorRef::of<std::int64_t>("n", small, {2}),
+                               TensorRef::of<float>("extra.weight", extra, {3})};
+  std::vector<std::int8_t> n8(2);
+  const ParamTarget some[] = {{"scale", DType::f32, {1}, io_test::writable_bytes_of(scalef)},
+                              {"n", DType::i8, {2}, io_test::writable_bytes_of(n8)},
+                              {"fc2.bias", DType::f32, {2}, io_test::writable_bytes_of(fc2)}};
+  auto partial = teeny::load_parameters(*teeny::ParamSource::of(fitting), some, {.strict = false});
+  REQUIRE_MESSAGE(partial, (partial ? "" : partial.error().to_string()));
+  CHECK(partial->loaded == Keys{"scale", "n"});
+  CHECK(partial->converted == Keys{"scale", "n"});
+  CHECK(partial->missing == Keys{"fc2.bias"});
+  CHECK(partial->skipped_unexpected == Keys{"extra.weight"});
+  CHECK(scalef[0] == 0.5f);
+  CHECK(n8 == std::vector<std::int8_t>{-3, 100});
+}
+
+TEST_CASE("ParamSource: a file's tensors in file order; in-memory tensors with one name or short bytes are refused") {
+  auto file = SafetensorsFile::open(io_test::fixture("reference.safetensors"));
+  REQUIRE(file);
+  const teeny::ParamSource source = teeny::ParamSource::of(*file);
+  CHECK(source.name() == "safetensors file '" + file->path() + "'");
+  REQUIRE(source.tensors().size() == file->entries().size());
+  for (std::size_t i = 0; i < source.tensors().size(); ++i) {
+    CHECK(source.tensors()[i].name == file->entries()[i].name);
+    CHECK(source.tensors()[i].data.data() == file->entries()[i].data.data());  // in place, not copied
+  }
+
+  const std::vector<float> two = {1, 2};
+  const TensorRef twice[] = {TensorRef::of<float>("a", two, {2}), TensorRef::of<float>("a", two, {2})};
+  auto dup = teeny::ParamSource::of(twice);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().code() == Errc::duplicate);
+  CHECK(dup.error().message() == "weights in memory: two tensors are named 'a'");
+
+  const TensorRef short_data[] = {TensorRef::of<float>("a", two, {3})};
+  auto size = teeny::ParamSource::of(short_data);
+  REQUIRE_FALSE(size);
+  CHECK(size.error().code() == Errc::invalid_argument);
+  CHECK(size.error().message() == "weights in memory: tensor 'a' (f32 [3]) needs 12 bytes of data, got 8");
+}
+
+TEST_CASE("load_parameters: a dry run reports what would load, or the strict error, and writes nothing") {
+  const std::vector<float> w = {1, 2, 3, 4};
+  const std::vector<double> bias = {0.5, -1};
+  const TensorRef held[] = {TensorRef::of<float>("fc.weight", w, {2, 2}), TensorRef::of<double>("fc.bias", bias, {2})};
+  auto source = teeny::ParamSource::of(held);
+  REQUIRE(source);
+  std::vector<float> wt(4, -1.0f), bt(2, -1.0f);
+  const ParamTarget targets[] = {{"fc.weight", DType::f32, {2, 2}, io_test::writable_bytes_of(wt)},
+                                 {"fc.bias", DType::f32, {2}, io_test::writable_bytes_of(bt)}};
+  auto dry = teeny::load_parameters(*source, targets, {.dry_run = true});
+  REQUIRE(dry);
+  CHECK(dry->loaded == Keys{"fc.weight", "fc.bias"});
+  CHECK(dry->converted == Keys{"fc.bias"});
+  CHECK(wt == std::vector<float>(4, -1.0f));
+  CHECK(bt == std::vector<float>(2, -1.0f));
+
+  auto without_bias = source->without_prefix("fc.b");
+  CHECK(without_bias.tensors().size() == 1);
+  CHECK(without_bias.find("fc.bias") == nullptr);
+  auto refused = teeny::load_parameters(without_bias, targets, {.dry_run = true});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message() ==
+        "weights in memory: cannot load 2 parameters (1 problem):\n  missing: 'fc.bias' (the model expects f32 [2])");
+
+  REQUIRE(teeny::load_parameters(*source, targets));
+  CHECK(wt == w);
+  CHECK(bt == std::vector<float>{0.5f, -1.0f});
+}

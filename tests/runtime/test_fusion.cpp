@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <span>
 #include <string>
@@ -32,9 +31,8 @@ struct Noise {
 };
 
 // Gives every parameter of `model` random values (running variances positive, num_batches_tracked
-// 7), loads them through a safetensors file, strictly, and returns them by key.
-std::map<std::string, std::vector<double>> load_random_weights(auto& model, std::uint32_t seed,
-                                                               const std::string& file_name) {
+// 7), loads them from memory, strictly, and returns them by key.
+std::map<std::string, std::vector<double>> load_random_weights(auto& model, std::uint32_t seed) {
   Noise noise{seed};
   std::map<std::string, std::vector<double>> values;
   std::vector<teeny::Tensor> tensors;
@@ -52,13 +50,8 @@ std::map<std::string, std::vector<double>> load_random_weights(auto& model, std:
   std::vector<teeny::TensorRef> refs;
   const auto params = model.parameters();
   for (std::size_t i = 0; i < params.size(); ++i) refs.push_back(teeny::TensorRef::of(params[i].name, tensors[i]));
-  const std::string path = std::string(TEENY_BUILD_DIR) + "/" + file_name;
-  REQUIRE(teeny::save_safetensors(path, refs));
-  auto file = teeny::SafetensorsFile::open(path);
-  REQUIRE(file);
-  auto report = model.load_weights(*file);  // strict: every key the model has, nothing else
+  auto report = model.load_weights(refs);  // strict: every key the model has, nothing else
   REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
-  std::remove(path.c_str());
   return values;
 }
 
@@ -183,7 +176,7 @@ TEST_CASE("a BatchNorm after a convolution is folded into it and still loads by 
       std::sort(expected.begin(), expected.end());
       CHECK(keys_of(*model) == expected);
 
-      const auto p = load_random_weights(*model, 11, "fold_batch_norm.safetensors");
+      const auto p = load_random_weights(*model, 11);
       const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 5);
       const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
       REQUIRE(model->forward(refs));
@@ -203,7 +196,7 @@ TEST_CASE("a BatchNorm1d after a Conv1d is folded too") {
   auto model = teeny::load_cpu(*graph, {});
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
   CHECK(model->stats().steps == 1);
-  const auto p = load_random_weights(*model, 3, "fold_batch_norm1d.safetensors");
+  const auto p = load_random_weights(*model, 3);
   const RandomInput input = random_input({2, 3, 11}, 9);
   const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
   REQUIRE(model->forward(refs));
@@ -252,7 +245,7 @@ TEST_CASE("a residual add after a convolution is folded into it, its activation 
         auto model = teeny::load_cpu(*graph, {}, {.threads = threads, .conv = c.algorithm});
         REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
         CHECK(model->stats().steps == 1);  // conv (+ batch norm) + add + relu
-        const auto p = load_random_weights(*model, 13, "fold_residual.safetensors");
+        const auto p = load_random_weights(*model, 13);
         const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 3);
         const RandomInput res = random_input({g.n, g.o, g.ho(), g.wo()}, 8);
         const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor),
@@ -280,7 +273,7 @@ TEST_CASE("a residual add with another activation, or none, after a folded convo
     auto model = teeny::load_cpu(*graph, {});
     REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
     CHECK(model->stats().steps == 1);
-    const auto p = load_random_weights(*model, 5, "fold_residual_act.safetensors");
+    const auto p = load_random_weights(*model, 5);
     const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 6);
     const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
     REQUIRE(model->forward(refs));
@@ -347,7 +340,7 @@ TEST_CASE("nothing is fused where another reader would see the fused value") {
     auto model = teeny::load_cpu(graph, {});
     REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
     CHECK(model->stats().steps == steps);
-    const auto p = load_random_weights(*model, 21, "no_fusion.safetensors");
+    const auto p = load_random_weights(*model, 21);
     const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 4);
     const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
     REQUIRE(model->forward(refs));
@@ -428,12 +421,7 @@ TEST_CASE("a folded BatchNorm's impossible variance is an error naming the node,
                                    teeny::TensorRef::of("bn.running_mean", two),
                                    teeny::TensorRef::of("bn.running_var", variance),
                                    teeny::TensorRef::of("bn.num_batches_tracked", count)};
-  const std::string path = std::string(TEENY_BUILD_DIR) + "/bad_variance.safetensors";
-  REQUIRE(teeny::save_safetensors(path, refs));
-  auto file = teeny::SafetensorsFile::open(path);
-  REQUIRE(file);
-  auto loaded = model->load_weights(*file);
-  std::remove(path.c_str());
+  auto loaded = model->load_weights(refs);
   REQUIRE_FALSE(loaded);
   const std::string message = loaded.error().to_string();
   CAPTURE(message);

@@ -26,6 +26,25 @@ teeny::Graph mlp() {
   return std::move(*graph);
 }
 
+// y = fc(x): one Linear 2 -> 2 with parameters fc.weight [2, 2] and fc.bias [2].
+teeny::Graph one_linear() {
+  teeny::GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 2});
+  b.output("y", b.linear(x, 2).named("fc"));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  return std::move(*graph);
+}
+
+// Weights whose outputs are easy by hand: y0 = x0 + 2 x1 + 0.5, y1 = 3 x0 + 4 x1 - 1.
+const std::vector<float> fc_weight = {1, 2, 3, 4};  // PyTorch's [out, in]
+const std::vector<float> fc_bias = {0.5f, -1};
+const std::vector<float> two_inputs = {1, 1, 2, -1};  // x = [[1, 1], [2, -1]]
+// y = [[1 + 2 + 0.5, 3 + 4 - 1], [2 - 2 + 0.5, 6 - 4 - 1]]
+const std::vector<float> two_outputs = {3.5f, 6, 0.5f, 1};
+
+std::vector<float> values_of(const teeny::TensorView<const float>& v) { return {v.span().begin(), v.span().end()}; }
+
 struct MlpFixture {
   teeny::SafetensorsFile file = *teeny::SafetensorsFile::open(fixtures::path("models/mlp.safetensors"));
   teeny::Tensor x = *file.read("in.x");
@@ -187,4 +206,119 @@ TEST_CASE("profiling times every step by name, allocates nothing per forward and
   REQUIRE(model->forward(input));
   CHECK(model->profile().empty());
   CHECK(model->profiled_forwards() == 0);
+}
+
+TEST_CASE("weights held in memory load strictly, converted like a file's, and the typed API runs the model") {
+  auto model = teeny::load_cpu(one_linear(), {{"batch", 2}});
+  REQUIRE(model);
+  const teeny::TensorRef weights[] = {teeny::TensorRef::of<float>("fc.weight", fc_weight, {2, 2}),
+                                      teeny::TensorRef::of<float>("fc.bias", fc_bias, {2})};
+  auto report = model->load_weights(weights);  // strict: exactly the model's two keys
+  REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
+  CHECK(report->loaded == std::vector<std::string>{"fc.weight", "fc.bias"});
+  CHECK(report->converted.empty());
+
+  const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", two_inputs, {2, 2})};
+  REQUIRE(model->forward(in));
+  auto y = model->output<float>("y");
+  REQUIRE(y);
+  CHECK(y->shape == teeny::ConcreteShape{2, 2});
+  CHECK(values_of(*y) == two_outputs);
+  CHECK((*y)(1, 0) == 0.5f);
+
+  // f64 data converts to the model's f32 (as from a file) and is reported as converted; named
+  // tensors load too. Halved weights and bias halve y.
+  const std::vector<double> half_weight = {0.5, 1, 1.5, 2};
+  const std::vector<double> half_bias = {0.25, -0.5};
+  std::vector<teeny::NamedTensor> halves;
+  halves.push_back({"fc.weight", *teeny::Tensor::from<double>(half_weight, {2, 2})});
+  halves.push_back({"fc.bias", *teeny::Tensor::from<double>(half_bias, {2})});
+  auto converted = model->load_weights(halves);
+  REQUIRE_MESSAGE(converted, (converted ? "" : converted.error().to_string()));
+  CHECK(converted->converted == std::vector<std::string>{"fc.weight", "fc.bias"});
+  REQUIRE(model->forward(in));
+  CHECK(values_of(*model->output<float>("y")) == std::vector<float>{1.75f, 3, 0.25f, 0.5f});
+}
+
+TEST_CASE("in-memory weights: every strict error names the key as a file's would, and nothing is written") {
+  auto model = teeny::load_cpu(one_linear(), {{"batch", 2}});
+  REQUIRE(model);
+  const teeny::TensorRef good[] = {teeny::TensorRef::of<float>("fc.weight", fc_weight, {2, 2}),
+                                   teeny::TensorRef::of<float>("fc.bias", fc_bias, {2})};
+  REQUIRE(model->load_weights(good));
+  const std::string head = "weights in memory: cannot load 2 parameters (1 problem):\n  ";
+
+  const teeny::TensorRef missing[] = {teeny::TensorRef::of<float>("fc.weight", fc_weight, {2, 2})};
+  auto m = model->load_weights(missing);
+  REQUIRE_FALSE(m);
+  CHECK(m.error().code() == teeny::Errc::not_found);
+  CHECK(m.error().message() == head + "missing: 'fc.bias' (the model expects f32 [2])");
+
+  const std::vector<float> scale = {2, 2};
+  const teeny::TensorRef unexpected[] = {good[0], good[1], teeny::TensorRef::of<float>("fc.scale", scale, {2})};
+  auto u = model->load_weights(unexpected);
+  REQUIRE_FALSE(u);
+  CHECK(u.error().code() == teeny::Errc::invalid_argument);
+  CHECK(u.error().message() == head + "unexpected: 'fc.scale' (f32 [2] among the tensors given)");
+
+  const teeny::TensorRef flat[] = {teeny::TensorRef::of<float>("fc.weight", fc_weight, {4}), good[1]};
+  auto s = model->load_weights(flat);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().code() == teeny::Errc::shape_mismatch);
+  CHECK(s.error().message() == head + "'fc.weight': tensor has [4] but the model expects [2, 2]");
+
+  const std::vector<std::int64_t> integer_bias = {1, 2};
+  const teeny::TensorRef integers[] = {good[0], teeny::TensorRef::of<std::int64_t>("fc.bias", integer_bias, {2})};
+  auto d = model->load_weights(integers);
+  REQUIRE_FALSE(d);
+  CHECK(d.error().code() == teeny::Errc::dtype_mismatch);
+  CHECK(d.error().message() == head +
+                                   "'fc.bias': tensor has i64 but the model expects f32 (an i64 value is not "
+                                   "converted to the floating dtype f32)");
+
+  // Tensors that cannot be a source at all: two with one name, or bytes that do not fill a shape.
+  const teeny::TensorRef twice[] = {good[0], good[1], good[1]};
+  auto t = model->load_weights(twice);
+  REQUIRE_FALSE(t);
+  CHECK(t.error().code() == teeny::Errc::duplicate);
+  CHECK(t.error().message() == "weights in memory: two tensors are named 'fc.bias'");
+  const std::vector<float> three = {1, 2, 3};
+  const teeny::TensorRef short_bias[] = {good[0], teeny::TensorRef::of<float>("fc.bias", three, {2})};
+  auto b = model->load_weights(short_bias);
+  REQUIRE_FALSE(b);
+  CHECK(b.error().code() == teeny::Errc::invalid_argument);
+  CHECK(b.error().message() == "weights in memory: tensor 'fc.bias' (f32 [2]) needs 8 bytes of data, got 12");
+
+  // None of the failed loads wrote a parameter: the model still computes with the good weights.
+  const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", two_inputs, {2, 2})};
+  REQUIRE(model->forward(in));
+  CHECK(values_of(*model->output<float>("y")) == two_outputs);
+}
+
+TEST_CASE("typed outputs and inputs: the dtype comes from the element type and is checked, naming the tensor") {
+  auto model = teeny::load_cpu(one_linear(), {{"batch", 2}});
+  REQUIRE(model);
+  const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", two_inputs, {2, 2})};
+  CHECK(in[0].dtype == teeny::DType::f32);
+  CHECK(in[0].data.size() == 16);
+  REQUIRE(model->forward(in));
+
+  auto as_double = model->output<double>("y");
+  REQUIRE_FALSE(as_double);
+  CHECK(as_double.error().code() == teeny::Errc::dtype_mismatch);
+  CHECK(as_double.error().message() == "output 'y' is f32 but was read as f64");
+  auto unknown = model->output<float>("z");
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().message() == "the model has no output 'z' (outputs: 'y')");
+
+  const std::vector<double> doubles(4, 1.0);
+  const teeny::TensorRef f64_in[] = {teeny::TensorRef::of<double>("x", doubles, {2, 2})};
+  auto wrong_dtype = model->forward(f64_in);
+  REQUIRE_FALSE(wrong_dtype);
+  CHECK(wrong_dtype.error().message() == "input 'x' is f64 but the model takes f32");
+  const std::vector<float> three(3, 1.0f);
+  const teeny::TensorRef short_in[] = {teeny::TensorRef::of<float>("x", three, {2, 2})};
+  auto too_few = model->forward(short_in);
+  REQUIRE_FALSE(too_few);
+  CHECK(too_few.error().message() == "input 'x' has 12 bytes for shape [2, 2] f32");
 }
