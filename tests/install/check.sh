@@ -8,7 +8,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 prefix=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export PKG_CONFIG_PATH="$prefix/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/pkgconfig:$prefix/lib/pkgconfig"
+pc_file=$(find "$prefix" -name teeny.pc -print -quit)
+[ -n "$pc_file" ] || { echo "no teeny.pc under $prefix" >&2; exit 1; }
+export PKG_CONFIG_PATH="$(dirname "$pc_file")"
 pc() { pkg-config --define-variable=prefix="$prefix" "$@" teeny; }
 
 read -r -a cflags <<< "$(pc --cflags)"

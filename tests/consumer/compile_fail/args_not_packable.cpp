@@ -28,5 +28,6 @@ using my_ops = teeny::extend_ops<teeny::standard_ops<float>, user::owning_op>;
 // clang-format off
 // expected-error@*:* {{static assertion failed due to requirement 'always_false<user::owning_op>': an op's Args cannot be packed: they must be trivially copyable, since a backend copies them into a kernel launch (TensorView and scalar fields; no std::vector, std::string or other owning members)}}
 // expected-note@*:* {{in instantiation of function template specialization 'teeny::check_executable_op<user::owning_op>' requested here}}
+// expected-note@*:* {{in instantiation of static data member 'teeny::op_checks_detail::extend<}}
 // expected-note@*:* {{in instantiation of template class 'teeny::op_checks_detail::extend<}}
 // clang-format on

@@ -22,5 +22,6 @@ using my_ops = teeny::extend_ops<teeny::standard_ops<float>, user::gridless_op>;
 // clang-format off
 // expected-error@*:* {{static assertion failed due to requirement 'always_false<user::gridless_op>': a runtime op needs `Dim3 grid(const ConcreteShape& output) const`, blocks per grid of its launch}}
 // expected-note@*:* {{in instantiation of function template specialization 'teeny::check_executable_op<user::gridless_op>' requested here}}
+// expected-note@*:* {{in instantiation of static data member 'teeny::op_checks_detail::extend<}}
 // expected-note@*:* {{in instantiation of template class 'teeny::op_checks_detail::extend<}}
 // clang-format on
