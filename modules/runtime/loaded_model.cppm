@@ -771,13 +771,18 @@ class LoadedModel {
     if (launches == 0) return fail(Errc::internal, "the op has n_launches() == 0");
     std::vector<ConcreteShape> shapes;
     for (const TensorBinding& in : inputs) shapes.push_back(in.shape);
-    const Dim3 block = op.block();
     for (std::size_t launch = 0; launch < launches; ++launch) {
-      const Dim3 grid = grid_for_launch(op, launch, shapes, output);
-      if (grid.volume() == 0 || block.volume() == 0 || block.volume() > 1024) {
-        return fail(Errc::internal, "launch ", launch, " has grid ", to_string(grid), " and block ", to_string(block),
-                    ": a launch needs at least one block of 1 to 1024 threads");
+      if (auto fits = check_geometry("launch", launch, grid_for_launch(op, launch, shapes, output), op.block());
+          !fits) {
+        return fits;
       }
+    }
+    return ok();
+  }
+  static Result<void> check_geometry(std::string_view what, std::size_t launch, const Dim3& grid, const Dim3& block) {
+    if (grid.volume() == 0 || block.volume() == 0 || block.volume() > 1024) {
+      return fail(Errc::internal, what, " ", launch, " has grid ", to_string(grid), " and block ", to_string(block),
+                  ": a launch needs at least one block of 1 to 1024 threads");
     }
     return ok();
   }
@@ -928,10 +933,23 @@ class LoadedModel {
     return std::visit(
         [&]<class Op>(const Op& op) -> Result<BackwardEntry> {
           if constexpr (BackwardKernelFor<Backend, Op>) {
+            // The seed's backward members, checked as the forward ones are: a named backward
+            // kernel, dL/dy rows as the plan binds them (unpadded), and launch geometry.
+            const ConcreteShape& y = plan.values[id].shape;
+            if (!backward_kernel(op)) return fail(Errc::internal, "the op has a backward but kernel() names none");
+            if (const std::int64_t stride = backward_grad_output_row_stride(op, y); stride != y.last()) {
+              return fail(Errc::unsupported, "the op's backward reads dL/dy rows of ", stride,
+                          " elements, but the plan binds them unpadded (", y.last(), ")");
+            }
             loaded_detail::BackwardStep<Backend, Op> step;
             step.op = &op;
             const std::size_t launches = n_backward_launches(op);
+            std::vector<ConcreteShape> shapes;
+            for (const TensorBinding& in : inputs) shapes.push_back(in.shape);
             for (std::size_t launch = 0; launch < launches; ++launch) {
+              const Dim3 grid = backward_grid_for_launch(op, launch, shapes, y);
+              if (auto fits = check_geometry("backward launch", launch, grid, backward_block(op)); !fits)
+                return std::move(fits).error();
               auto args = pack_backward_args_for_launch(op, launch, bindings);
               if (!args) return std::move(args).error().context(cat("backward launch ", launch));
               auto state = prepare_backward_kernel(op, *args, *backend_);

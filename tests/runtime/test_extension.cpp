@@ -7,9 +7,11 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -37,6 +39,41 @@ struct Scale {
   std::string attributes() const { return "factor=" + std::to_string(factor).substr(0, 3); }
   friend bool operator==(const Scale&, const Scale&) = default;
 };
+
+// An executable op with a CPU kernel (y = x) whose launch has zero threads per block: a geometry
+// no GPU could launch, which the load refuses on the CPU too.
+struct CopyArgs {
+  teeny::TensorView<const float> x;
+  teeny::TensorView<float> y;
+  auto fields() const { return std::tie(x, y); }
+};
+struct empty_block_op {
+  using Args = CopyArgs;
+  teeny::OpOutput out;
+  std::string_view name() const { return "copy"; }
+  const teeny::Shape& output_shape() const { return out.shape; }
+  teeny::DType output_dtype() const { return teeny::DType::f32; }
+  teeny::KernelInstance kernel() const { return {{"copy", "copy", ""}, std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<teeny::ConcreteShape> param_shapes(std::span<const teeny::ConcreteShape>,
+                                                 const teeny::ConcreteShape&) const {
+    return {};
+  }
+  teeny::Result<Args> pack_args(const teeny::OpBindings& b) const {
+    auto x = teeny::input_view<const float>(b, 0);
+    auto y = teeny::output_view<float>(b);
+    if (auto e = teeny::first_error(x, y)) return *e;
+    return Args{*x, *y};
+  }
+  teeny::Dim3 block() const { return {0, 1, 1}; }
+  teeny::Dim3 grid(const teeny::ConcreteShape&) const { return {1, 1, 1}; }
+};
+teeny::Result<teeny::NoState> prepare_kernel(const empty_block_op&, const CopyArgs&, teeny::CpuContext&) {
+  return teeny::NoState{};
+}
+void run_kernel(const empty_block_op&, const CopyArgs& a, teeny::NoState&, teeny::CpuContext&) {
+  for (std::int64_t i = 0; i < a.y.numel(); ++i) a.y.data[i] = a.x.data[i];
+}
 
 }  // namespace
 
@@ -120,6 +157,25 @@ TEST_CASE("a lowered DAG whose node has fewer operands than its op reads is refu
   CHECK(model.error().to_string() ==
         "invalid argument: node 'add_0' (binary) reads 2 activation input(s) (its n_activation_inputs), but the "
         "lowered DAG gives it 1");
+}
+
+TEST_CASE("a launch without threads is refused at load, naming the node") {
+  teeny::GraphBuilder b;
+  b.output("y", b.relu(b.input("x", teeny::DType::f32, {2, 3})));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  using ops = teeny::extend_ops<teeny::standard_ops<float>, empty_block_op>;
+  teeny::Lowered<ops> lowered;
+  REQUIRE(lowered.dag.add(teeny::InputOp{"x", {2, 3}, teeny::DType::f32}, {}, "x"));
+  REQUIRE(lowered.dag.add(empty_block_op{{{2, 3}, teeny::DType::f32}}, {0}, "y"));
+  lowered.graph_to_dag = {{0}, {1}};
+  lowered.param_scope = {"x", "y"};
+  lowered.folded_scopes.resize(2);
+  auto model = teeny::LoadedModel<teeny::CpuContext, ops>::load(*graph, std::move(lowered), teeny::CpuContext{}, {});
+  REQUIRE(!model);
+  CHECK(model.error().to_string() ==
+        "internal error: node 'y' (copy): launch 0 has grid (1, 1, 1) and block (0, 1, 1): a launch needs at least "
+        "one block of 1 to 1024 threads");
 }
 
 // The standard lowering, with or without middlewares, is what the loaders take: a Lowering.
