@@ -6,8 +6,9 @@
 // what to write, because a raw concept failure lists every alternative it tried:
 //
 //   using my_ops = extend_ops<standard_ops<float>, swiglu_op<float>>;   // standard ops + SwiGLU
-//   // error: static assertion failed: an executable op needs `Dim3 grid(const ConcreteShape&
-//   //        output) const` ...   note: in instantiation of 'check_executable_op<user::swiglu_op<float>>'
+//   // without grid(): "static assertion failed due to requirement 'always_false<swiglu_op<float>>':
+//   //   a runtime op needs `Dim3 grid(const ConcreteShape& output) const`, blocks per grid of its
+//   //   launch", note: "in instantiation of ... 'teeny::check_executable_op<swiglu_op<float>>'"
 module;
 #include <concepts>
 #include <cstddef>
