@@ -54,6 +54,24 @@ using Bindings = std::map<std::string, std::int64_t, std::less<>>;
 /// The most dimensions a tensor may have.
 inline constexpr std::size_t max_rank = 8;
 
+/// The most elements one tensor may have (2^56): its size in bytes and every offset into it then
+/// fit in int64 with room to spare. Sizes from files and from the user's shapes are checked against
+/// it, so that size arithmetic downstream cannot wrap around.
+inline constexpr std::int64_t max_numel = std::int64_t{1} << 56;
+
+/// a * b, or nullopt when it overflows int64 (for sizes that come from outside).
+constexpr std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+/// a + b, or nullopt when it overflows int64.
+constexpr std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
 /// A shape whose every dim is known. Fixed capacity: trivially copyable, no heap.
 class ConcreteShape {
  public:
@@ -63,18 +81,9 @@ class ConcreteShape {
     if (dims.size() > max_rank) too_many(dims.size());
     for (std::int64_t d : dims) dims_[rank_++] = d;
   }
-  /// For sizes from outside (files, user input): checks rank and non-negative sizes.
-  static Result<ConcreteShape> from(std::span<const std::int64_t> dims) {
-    if (dims.size() > max_rank) {
-      return fail(Errc::out_of_range, "a tensor has at most ", max_rank, " dims, got ", dims.size());
-    }
-    ConcreteShape s;
-    for (std::int64_t d : dims) {
-      if (d < 0) return fail(Errc::invalid_argument, "negative dim ", d);
-      s.dims_[s.rank_++] = d;
-    }
-    return s;
-  }
+  /// For sizes from outside (files, user input): checks rank, non-negative sizes and at most
+  /// max_numel elements.
+  static Result<ConcreteShape> from(std::span<const std::int64_t> dims);
 
   constexpr std::size_t rank() const { return rank_; }
   constexpr std::size_t size() const { return rank_; }
@@ -89,6 +98,21 @@ class ConcreteShape {
   constexpr std::int64_t numel() const {
     std::int64_t n = 1;
     for (std::size_t i = 0; i < rank_; ++i) n *= dims_[i];
+    return n;
+  }
+  /// The element count, or nullopt when a dim is negative or the count exceeds max_numel. Shapes
+  /// from outside are checked with it once; numel() is then exact.
+  constexpr std::optional<std::int64_t> checked_numel() const {
+    std::int64_t n = 1;
+    for (std::size_t i = 0; i < rank_; ++i) {
+      if (dims_[i] < 0) return std::nullopt;
+      if (dims_[i] == 0) return 0;
+    }
+    for (std::size_t i = 0; i < rank_; ++i) {
+      auto m = checked_mul(n, dims_[i]);
+      if (!m || *m > max_numel) return std::nullopt;
+      n = *m;
+    }
     return n;
   }
   constexpr void push_back(std::int64_t d) {
@@ -178,6 +202,26 @@ inline std::string to_string(const Shape& s) {
   return out + "]";
 }
 
+inline Result<ConcreteShape> ConcreteShape::from(std::span<const std::int64_t> dims) {
+  if (dims.size() > max_rank) {
+    return fail(Errc::out_of_range, "a tensor has at most ", max_rank, " dims, got ", dims.size());
+  }
+  ConcreteShape s;
+  for (std::int64_t d : dims) {
+    if (d < 0) return fail(Errc::invalid_argument, "negative dim ", d);
+    s.dims_[s.rank_++] = d;
+  }
+  if (!s.checked_numel()) return fail(Errc::out_of_range, "shape ", s, " has more than 2^56 elements");
+  return s;
+}
+
+/// The element count of a shape from outside, checked: an error names the shape when a dim is
+/// negative or the count exceeds max_numel.
+inline Result<std::int64_t> checked_numel(const ConcreteShape& s) {
+  if (auto n = s.checked_numel()) return *n;
+  return fail(Errc::out_of_range, "shape ", s, " has more than 2^56 elements (or a negative dim)");
+}
+
 inline Result<ConcreteShape> Shape::bind(const Bindings& bindings) const {
   if (rank() > max_rank) {
     return fail(Errc::out_of_range, "shape ", *this, " has ", rank(), " dims; at most ", max_rank, " are supported");
@@ -195,7 +239,15 @@ inline Result<ConcreteShape> Shape::bind(const Bindings& bindings) const {
     if (it->second < 0) {
       return fail(Errc::invalid_argument, "symbolic dim '", d.symbol, "' bound to negative size ", it->second);
     }
-    out.push_back(d.value * it->second);
+    auto size = checked_mul(d.value, it->second);
+    if (!size || *size > max_numel) {
+      return fail(Errc::out_of_range, "symbolic dim '", d.symbol, "' = ", it->second, " makes dim ", to_string(d),
+                  " of shape ", *this, " overflow");
+    }
+    out.push_back(*size);
+  }
+  if (!out.checked_numel()) {
+    return fail(Errc::out_of_range, "shape ", *this, " bound to ", out, " has more than 2^56 elements");
   }
   return out;
 }

@@ -102,8 +102,9 @@ class Tensor {
   Tensor() = default;
 
   static Result<Tensor> zeros(DType dtype, const ConcreteShape& shape) {
-    if (shape.numel() < 0) return fail(Errc::invalid_argument, "negative dim in shape ", shape);
-    auto buffer = Buffer::allocate(static_cast<std::size_t>(shape.numel()) * size_of(dtype));
+    auto numel = checked_numel(shape);
+    if (!numel) return std::move(numel).error();
+    auto buffer = Buffer::allocate(static_cast<std::size_t>(*numel) * size_of(dtype));
     if (!buffer) return std::move(buffer).error().context(cat("tensor ", dtype, " ", shape));
     Tensor t;
     t.buffer_ = std::move(*buffer);
@@ -115,8 +116,10 @@ class Tensor {
   /// Copies `values` into a new tensor of `shape`; their count must match.
   template <Element T>
   static Result<Tensor> from(std::span<const T> values, const ConcreteShape& shape) {
-    if (static_cast<std::int64_t>(values.size()) != shape.numel()) {
-      return fail(Errc::shape_mismatch, values.size(), " values do not fill shape ", shape, " (", shape.numel(),
+    auto numel = checked_numel(shape);
+    if (!numel) return std::move(numel).error();
+    if (static_cast<std::int64_t>(values.size()) != *numel) {
+      return fail(Errc::shape_mismatch, values.size(), " values do not fill shape ", shape, " (", *numel,
                   " elements)");
     }
     auto t = zeros(dtype_of<T>, shape);
@@ -191,9 +194,11 @@ struct TensorRef {
     if (dtype_of<T> != dtype) {
       return fail(Errc::dtype_mismatch, "tensor '", name, "' is ", dtype, " but was viewed as ", dtype_of<T>);
     }
-    if (shape.numel() < 0 || data.size() != static_cast<std::size_t>(shape.numel()) * sizeof(T)) {
+    auto numel = checked_numel(shape);
+    if (!numel) return std::move(numel).error().context(cat("tensor '", name, "'"));
+    if (data.size() != static_cast<std::size_t>(*numel) * sizeof(T)) {
       return fail(Errc::invalid_argument, "tensor '", name, "' (", dtype, " ", shape, ") has ", data.size(),
-                  " bytes, not ", shape.numel(), " x ", sizeof(T));
+                  " bytes, not ", *numel, " x ", sizeof(T));
     }
     if (reinterpret_cast<std::uintptr_t>(data.data()) % alignof(T) != 0) {
       return fail(Errc::unsupported, "tensor '", name, "': its bytes are not aligned to ", alignof(T),
