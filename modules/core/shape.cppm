@@ -219,7 +219,10 @@ inline Result<ConcreteShape> ConcreteShape::from(std::span<const std::int64_t> d
 /// negative or the count exceeds max_numel.
 inline Result<std::int64_t> checked_numel(const ConcreteShape& s) {
   if (auto n = s.checked_numel()) return *n;
-  return fail(Errc::out_of_range, "shape ", s, " has more than 2^56 elements (or a negative dim)");
+  if (std::ranges::any_of(s.dims(), [](std::int64_t d) { return d < 0; })) {
+    return fail(Errc::invalid_argument, "shape ", s, " has a negative dim");
+  }
+  return fail(Errc::out_of_range, "shape ", s, " has more than 2^56 elements");
 }
 
 inline Result<ConcreteShape> Shape::bind(const Bindings& bindings) const {
