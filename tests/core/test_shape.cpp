@@ -72,7 +72,9 @@ TEST_CASE("sizes from outside are counted with overflow checks, never wrapped ar
   // 2^56 elements is the limit: one more is refused with the shape named.
   CHECK(ConcreteShape{std::int64_t{1} << 28, std::int64_t{1} << 28}.checked_numel() == std::int64_t{1} << 56);
   CHECK(ConcreteShape{(std::int64_t{1} << 28) + 1, std::int64_t{1} << 28}.checked_numel() == std::nullopt);
-  CHECK(ConcreteShape{0, two_40, two_40}.checked_numel() == 0);  // empty, whatever the other dims
+  CHECK(ConcreteShape{0, 3, two_40}.checked_numel() == 0);
+  // Empty, but numel() would overflow multiplying the dims before the 0.
+  CHECK(ConcreteShape{two_40, two_40, 0}.checked_numel() == std::nullopt);
   const std::vector<std::int64_t> huge{two_40, two_40};
   auto from_file = ConcreteShape::from(huge);
   REQUIRE_FALSE(from_file);
