@@ -97,6 +97,13 @@ TEST_CASE("strict loading reports every missing or unexpected key at once") {
   CHECK(strict.error().message().find("out.logits") != std::string::npos);
 }
 
+TEST_CASE("the allocation counter sees heap allocations (or 'allocates nothing' would prove nothing)") {
+  const std::size_t before = test_support::allocation_count();
+  std::vector<int>* volatile kept = new std::vector<int>(100);  // volatile: the pair cannot be elided
+  CHECK(test_support::allocation_count() - before >= 2);
+  delete kept;
+}
+
 TEST_CASE("forward allocates nothing once the plan for the input's shape exists") {
   MlpFixture fx;
   auto model = teeny::load_cpu(mlp(), {{"batch", 3}}, {.threads = 2});
