@@ -4,11 +4,11 @@
 #   tools/test.sh -Dtraining=true     any meson options; each set gets its own build dir
 #   tools/test.sh --consumer [...]    tests/consumer instead: a project of its own using teeny as a
 #                                     Meson subproject (options for teeny: -Dteeny:training=true)
+#   tools/test.sh --build-dir [...]   prints the build dir those arguments use, and does nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
-[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
-
+print_dir=false
+if [ "${1:-}" = --build-dir ]; then print_dir=true; shift; fi
 source=. dir=build-test label=""
 if [ "${1:-}" = --consumer ]; then
   source=tests/consumer dir=build-consumer label="consumer "
@@ -17,6 +17,10 @@ fi
 label+="$*"
 
 for opt in "$@"; do dir+="_$(echo "${opt#-D}" | tr -c 'A-Za-z0-9\n' '-')"; done
+if $print_dir; then echo "$dir"; exit 0; fi
+
+tools/setup.sh
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 if [ ! -f "$dir/build.ninja" ]; then
   CXX=clang++-19 meson setup "$dir" "$source" "$@"
 fi

@@ -100,20 +100,23 @@ class ConcreteShape {
     for (std::size_t i = 0; i < rank_; ++i) n *= dims_[i];
     return n;
   }
-  /// The element count, or nullopt when a dim is negative or the count exceeds max_numel. Shapes
-  /// from outside are checked with it once; numel() is then exact.
+  /// The element count, or nullopt when a dim is negative or the nonzero dims multiply past
+  /// max_numel (even when another dim is 0: numel() multiplies in order and must not overflow on
+  /// the way). Shapes from outside are checked with it once; numel() is then exact.
   constexpr std::optional<std::int64_t> checked_numel() const {
     std::int64_t n = 1;
+    bool empty = false;
     for (std::size_t i = 0; i < rank_; ++i) {
       if (dims_[i] < 0) return std::nullopt;
-      if (dims_[i] == 0) return 0;
-    }
-    for (std::size_t i = 0; i < rank_; ++i) {
+      if (dims_[i] == 0) {
+        empty = true;
+        continue;
+      }
       auto m = checked_mul(n, dims_[i]);
       if (!m || *m > max_numel) return std::nullopt;
       n = *m;
     }
-    return n;
+    return empty ? 0 : n;
   }
   constexpr void push_back(std::int64_t d) {
     if (rank_ == max_rank) too_many(rank_ + 1);
@@ -202,6 +205,19 @@ inline std::string to_string(const Shape& s) {
   return out + "]";
 }
 
+/// The element count of a shape from outside, checked: an error names the shape when a dim is
+/// negative or the count exceeds max_numel.
+inline Result<std::int64_t> checked_numel(const ConcreteShape& s) {
+  if (auto n = s.checked_numel()) return *n;
+  if (std::ranges::any_of(s.dims(), [](std::int64_t d) { return d < 0; })) {
+    return fail(Errc::invalid_argument, "shape ", s, " has a negative dim");
+  }
+  if (std::ranges::find(s.dims(), std::int64_t{0}) != s.dims().end()) {
+    return fail(Errc::out_of_range, "shape ", s, " is empty, but its other dims multiply past 2^56");
+  }
+  return fail(Errc::out_of_range, "shape ", s, " has more than 2^56 elements");
+}
+
 inline Result<ConcreteShape> ConcreteShape::from(std::span<const std::int64_t> dims) {
   if (dims.size() > max_rank) {
     return fail(Errc::out_of_range, "a tensor has at most ", max_rank, " dims, got ", dims.size());
@@ -211,15 +227,8 @@ inline Result<ConcreteShape> ConcreteShape::from(std::span<const std::int64_t> d
     if (d < 0) return fail(Errc::invalid_argument, "negative dim ", d);
     s.dims_[s.rank_++] = d;
   }
-  if (!s.checked_numel()) return fail(Errc::out_of_range, "shape ", s, " has more than 2^56 elements");
+  if (auto numel = teeny::checked_numel(s); !numel) return std::move(numel).error();
   return s;
-}
-
-/// The element count of a shape from outside, checked: an error names the shape when a dim is
-/// negative or the count exceeds max_numel.
-inline Result<std::int64_t> checked_numel(const ConcreteShape& s) {
-  if (auto n = s.checked_numel()) return *n;
-  return fail(Errc::out_of_range, "shape ", s, " has more than 2^56 elements (or a negative dim)");
 }
 
 inline Result<ConcreteShape> Shape::bind(const Bindings& bindings) const {

@@ -119,8 +119,7 @@ class Tensor {
     auto numel = checked_numel(shape);
     if (!numel) return std::move(numel).error();
     if (static_cast<std::int64_t>(values.size()) != *numel) {
-      return fail(Errc::shape_mismatch, values.size(), " values do not fill shape ", shape, " (", *numel,
-                  " elements)");
+      return fail(Errc::shape_mismatch, values.size(), " values do not fill shape ", shape, " (", *numel, " elements)");
     }
     auto t = zeros(dtype_of<T>, shape);
     if (t && !values.empty()) std::memcpy(t->buffer_.data(), values.data(), values.size_bytes());

@@ -69,6 +69,19 @@ Result<CpuModelOf<T>> load_cpu_for_training(const Graph& graph, const Bindings& 
 #endif
 }  // namespace teeny
 
+// The standard CPU models are instantiated once, in the library (cpu/instances.cpp), not in every
+// program that loads one: they are most of such a program's compile time.
+namespace teeny {
+extern template class LoadedModel<CpuContext, standard_ops<float>>;
+extern template class LoadedModel<CpuContext, standard_ops<double>>;
+extern template Result<CpuModelOf<float>> load_cpu<float>(const Graph&, const Bindings&, CpuOptions);
+extern template Result<CpuModelOf<double>> load_cpu<double>(const Graph&, const Bindings&, CpuOptions);
+#if TEENY_TRAINING
+extern template Result<CpuModelOf<float>> load_cpu_for_training<float>(const Graph&, const Bindings&, CpuOptions);
+extern template Result<CpuModelOf<double>> load_cpu_for_training<double>(const Graph&, const Bindings&, CpuOptions);
+#endif
+}  // namespace teeny
+
 // The CPU backend has a kernel for every standard op, in f32 and f64 (LoadedModel checks the whole
 // set too).
 namespace teeny {

@@ -318,10 +318,7 @@ class LoadedModel {
   /// Runs the model. Inputs are matched by name to the graph's inputs; their shapes bind the
   /// symbolic dims. With the shapes of the plan in use this allocates nothing.
   Result<void> forward(std::span<const TensorRef> inputs) {
-    if (inputs.size() != inputs_.size()) {
-      return fail(Errc::invalid_argument, "the model takes ", inputs_.size(), " input(s) (", port_names(inputs_),
-                  "), got ", inputs.size());
-    }
+    if (auto checked = check_inputs(inputs); !checked) return checked;
     if (!current_matches(inputs)) {
       auto switched = switch_plan(inputs);
       if (!switched) return switched;
@@ -497,15 +494,45 @@ class LoadedModel {
     return names;
   }
 
-  // Whether the plan in use takes `inputs` as they are; false also when an input's bytes do not
-  // fill its shape, so that switch_plan reports it rather than the copy overrunning the arena.
+  // Checked on every forward, the fast path included (a wrong byte count would overrun the arena,
+  // a name given twice would leave another input's stale data in place): each of the model's
+  // inputs given once, by a name it has, with bytes that exactly fill its shape and dtype.
+  Result<void> check_inputs(std::span<const TensorRef> inputs) const {
+    if (inputs.size() != inputs_.size()) {
+      return fail(Errc::invalid_argument, "the model takes ", inputs_.size(), " input(s) (", port_names(inputs_),
+                  "), got ", inputs.size());
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const TensorRef& in = inputs[i];
+      for (std::size_t j = 0; j < i; ++j) {
+        if (inputs[j].name == in.name) {
+          return fail(Errc::duplicate, "input '", in.name, "' is given twice (the model takes ", port_names(inputs_),
+                      ")");
+        }
+      }
+      if (!find_port(inputs_, in.name)) {
+        return fail(Errc::not_found, "the model has no input '", in.name, "' (inputs: ", port_names(inputs_), ")");
+      }
+      auto numel = checked_numel(in.shape);
+      if (!numel) return std::move(numel).error().context(cat("input '", in.name, "'"));
+      const auto bytes = static_cast<std::size_t>(*numel) * size_of(in.dtype);
+      if (in.data.size() != bytes) {
+        return fail(Errc::invalid_argument, "input '", in.name, "' has ", in.data.size(), " bytes but shape ", in.shape,
+                    " ", in.dtype, " takes ", bytes);
+      }
+      if (bytes != 0 && in.data.data() == nullptr) {
+        return fail(Errc::invalid_argument, "input '", in.name, "' (", in.dtype, " ", in.shape,
+                    ") has a null data pointer");
+      }
+    }
+    return ok();
+  }
+
+  // Whether the plan in use takes `inputs` (already checked) as they are.
   bool current_matches(std::span<const TensorRef> inputs) const {
     for (const TensorRef& in : inputs) {
-      auto node = find_port(inputs_, in.name);
-      if (!node) return false;
-      const TensorBinding& b = current_->values[*node];
+      const TensorBinding& b = current_->values[*find_port(inputs_, in.name)];
       if (b.shape != in.shape || b.dtype != in.dtype) return false;
-      if (in.data.size() != static_cast<std::size_t>(in.shape.numel()) * size_of(in.dtype)) return false;
     }
     return true;
   }
@@ -516,19 +543,12 @@ class LoadedModel {
     Bindings dims;
     for (const TensorRef& in : inputs) {
       auto node = find_port(inputs_, in.name);
-      if (!node) {
-        return fail(Errc::not_found, "the model has no input '", in.name, "' (inputs: ", port_names(inputs_), ")");
-      }
       const auto& op = std::get<InputOp>(lowered_.dag[*node].op);
       if (in.dtype != op.dtype) {
         return fail(Errc::dtype_mismatch, "input '", in.name, "' is ", in.dtype, " but the model takes ", op.dtype);
       }
       if (auto matched = match_shape(op.shape, in.shape, dims); !matched) {
         return std::move(matched).error().context(cat("input '", in.name, "'"));
-      }
-      if (in.data.size() != static_cast<std::size_t>(in.shape.numel()) * size_of(in.dtype)) {
-        return fail(Errc::invalid_argument, "input '", in.name, "' has ", in.data.size(), " bytes for shape ", in.shape,
-                    " ", in.dtype);
       }
     }
     auto plan = plan_for(dims);

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,41 @@ TEST_CASE("ConcreteShape: rank limit, strides, checked construction") {
   CHECK(ConcreteShape{}.numel() == 1);
   CHECK(ConcreteShape{}.last() == 1);
   CHECK(to_string(ConcreteShape{}) == "[]");
+}
+
+TEST_CASE("sizes from outside are counted with overflow checks, never wrapped around") {
+  constexpr std::int64_t two_40 = std::int64_t{1} << 40;
+  CHECK(teeny::checked_mul(two_40, two_40) == std::nullopt);  // 2^80
+  CHECK(teeny::checked_mul(-two_40, 3) == -3 * two_40);
+  CHECK(teeny::checked_add(INT64_MAX, 1) == std::nullopt);
+  CHECK(teeny::checked_add(INT64_MAX - 1, 1) == INT64_MAX);
+
+  // 2^56 elements is the limit: one more is refused with the shape named.
+  CHECK(ConcreteShape{std::int64_t{1} << 28, std::int64_t{1} << 28}.checked_numel() == std::int64_t{1} << 56);
+  CHECK(ConcreteShape{(std::int64_t{1} << 28) + 1, std::int64_t{1} << 28}.checked_numel() == std::nullopt);
+  CHECK(ConcreteShape{0, 3, two_40}.checked_numel() == 0);
+  // Empty, but numel() would overflow multiplying the dims before the 0.
+  CHECK(ConcreteShape{two_40, two_40, 0}.checked_numel() == std::nullopt);
+  const std::vector<std::int64_t> huge{two_40, two_40};
+  auto from_file = ConcreteShape::from(huge);
+  REQUIRE_FALSE(from_file);
+  CHECK(from_file.error().code() == Errc::out_of_range);
+  CHECK(from_file.error().message() == "shape [1099511627776, 1099511627776] has more than 2^56 elements");
+  auto negative = teeny::checked_numel(ConcreteShape{3, -2});
+  REQUIRE_FALSE(negative);
+  CHECK(negative.error().message() == "shape [3, -2] has a negative dim");
+
+  // A bound symbolic dim whose multiple, or whose shape's count, would overflow.
+  auto scaled = Shape{Dim::sym("batch", 1 << 20), 4}.bind({{"batch", std::int64_t{1} << 50}});
+  REQUIRE_FALSE(scaled);
+  CHECK(scaled.error().code() == Errc::out_of_range);
+  CHECK(scaled.error().message() ==
+        "symbolic dim 'batch' = 1125899906842624 makes dim 1048576*batch of shape [1048576*batch, 4] overflow");
+  auto wide = Shape{Dim::sym("batch"), two_40}.bind({{"batch", two_40}});
+  REQUIRE_FALSE(wide);
+  CHECK(wide.error().message() ==
+        "shape [batch, 1099511627776] bound to [1099511627776, 1099511627776] has more than "
+        "2^56 elements");
 }
 
 TEST_CASE("axes and broadcasting follow PyTorch") {

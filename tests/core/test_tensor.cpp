@@ -62,10 +62,16 @@ TEST_CASE("empty tensors and huge allocations fail cleanly") {
   auto empty = Tensor::zeros(DType::bf16, {0, 4});
   REQUIRE(empty);
   CHECK(empty->bytes() == 0);
-  auto huge = Tensor::zeros(DType::f64, {1LL << 40, 1LL << 20});
+  // 2^52 f64 elements (32 PiB): a count teeny accepts, an allocation the machine refuses.
+  auto huge = Tensor::zeros(DType::f64, {1LL << 32, 1LL << 20});
   REQUIRE_FALSE(huge);
   CHECK(huge.error().code() == teeny::Errc::out_of_memory);
-  CHECK(huge.error().message().find("tensor f64 [1099511627776, 1048576]") != std::string::npos);
+  CHECK(huge.error().message().find("tensor f64 [4294967296, 1048576]") != std::string::npos);
+  // 2^60 elements: refused before any size is computed in bytes.
+  auto too_many = Tensor::zeros(DType::f64, {1LL << 40, 1LL << 20});
+  REQUIRE_FALSE(too_many);
+  CHECK(too_many.error().code() == teeny::Errc::out_of_range);
+  CHECK(too_many.error().message() == "shape [1099511627776, 1048576] has more than 2^56 elements");
 }
 
 TEST_CASE("TensorRef borrows typed values, a Tensor or a NamedTensor, and views them back by dtype") {

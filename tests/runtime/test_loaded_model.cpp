@@ -320,5 +320,61 @@ TEST_CASE("typed outputs and inputs: the dtype comes from the element type and i
   const teeny::TensorRef short_in[] = {teeny::TensorRef::of<float>("x", three, {2, 2})};
   auto too_few = model->forward(short_in);
   REQUIRE_FALSE(too_few);
-  CHECK(too_few.error().message() == "input 'x' has 12 bytes for shape [2, 2] f32");
+  CHECK(too_few.error().message() == "input 'x' has 12 bytes but shape [2, 2] f32 takes 16");
+}
+
+TEST_CASE("forward checks its inputs on every call, with the plan for their shape already built") {
+  // y = a + b: two inputs, so that one given twice would leave the other's stale data in place.
+  teeny::GraphBuilder builder;
+  auto a = builder.input("a", teeny::DType::f32, {teeny::Dim::sym("batch"), 2});
+  auto b = builder.input("b", teeny::DType::f32, {teeny::Dim::sym("batch"), 2});
+  builder.output("y", builder.add(a, b));
+  auto graph = std::move(builder).build();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu(*graph, {{"batch", 1}});
+  REQUIRE(model);
+  const std::vector<float> ones = {1, 1}, twos = {2, 2};
+  const teeny::TensorRef good[] = {teeny::TensorRef::of<float>("a", ones, {1, 2}),
+                                   teeny::TensorRef::of<float>("b", twos, {1, 2})};
+  REQUIRE(model->forward(good));  // the plan for batch 1 exists: later calls take the fast path
+  CHECK(values_of(*model->output<float>("y")) == std::vector<float>{3, 3});
+
+  // More bytes than the shape holds (the copy would overrun the input's slot in the arena).
+  const std::vector<float> long_data(1000, 1.0f);
+  const teeny::TensorRef too_long[] = {{"a", teeny::DType::f32, {1, 2}, std::as_bytes(std::span(long_data))}, good[1]};
+  auto l = model->forward(too_long);
+  REQUIRE_FALSE(l);
+  CHECK(l.error().code() == teeny::Errc::invalid_argument);
+  CHECK(l.error().message() == "input 'a' has 4000 bytes but shape [1, 2] f32 takes 8");
+
+  const teeny::TensorRef twice[] = {good[0], good[0]};
+  auto t = model->forward(twice);
+  REQUIRE_FALSE(t);
+  CHECK(t.error().code() == teeny::Errc::duplicate);
+  CHECK(t.error().message() == "input 'a' is given twice (the model takes 'a', 'b')");
+
+  const teeny::TensorRef one[] = {good[1]};
+  auto missing = model->forward(one);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code() == teeny::Errc::invalid_argument);
+  CHECK(missing.error().message() == "the model takes 2 input(s) ('a', 'b'), got 1");
+
+  const teeny::TensorRef null_data[] = {{"a", teeny::DType::f32, {1, 2}, {static_cast<const std::byte*>(nullptr), 8}},
+                                        good[1]};
+  auto n = model->forward(null_data);
+  REQUIRE_FALSE(n);
+  CHECK(n.error().code() == teeny::Errc::invalid_argument);
+  CHECK(n.error().message() == "input 'a' (f32 [1, 2]) has a null data pointer");
+
+  // A shape whose element count wraps around int64 is refused, not multiplied out.
+  const teeny::TensorRef huge[] = {{"a", teeny::DType::f32, {std::int64_t{1} << 40, std::int64_t{1} << 40}, {}},
+                                   good[1]};
+  auto h = model->forward(huge);
+  REQUIRE_FALSE(h);
+  CHECK(h.error().code() == teeny::Errc::out_of_range);
+  CHECK(h.error().message() == "input 'a': shape [1099511627776, 1099511627776] has more than 2^56 elements");
+
+  // None of the refused calls changed what a good one computes.
+  REQUIRE(model->forward(good));
+  CHECK(values_of(*model->output<float>("y")) == std::vector<float>{3, 3});
 }

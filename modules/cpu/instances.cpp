@@ -1,0 +1,14 @@
+// The standard CPU models' code, instantiated once for the library (teeny.cpu declares these
+// instantiations extern, so that programs importing teeny do not compile them again).
+import teeny;
+
+namespace teeny {
+template class LoadedModel<CpuContext, standard_ops<float>>;
+template class LoadedModel<CpuContext, standard_ops<double>>;
+template Result<CpuModelOf<float>> load_cpu<float>(const Graph&, const Bindings&, CpuOptions);
+template Result<CpuModelOf<double>> load_cpu<double>(const Graph&, const Bindings&, CpuOptions);
+#if TEENY_TRAINING
+template Result<CpuModelOf<float>> load_cpu_for_training<float>(const Graph&, const Bindings&, CpuOptions);
+template Result<CpuModelOf<double>> load_cpu_for_training<double>(const Graph&, const Bindings&, CpuOptions);
+#endif
+}  // namespace teeny
