@@ -2,8 +2,9 @@
 # Builds the libFuzzer targets of tests/fuzz/ (build dir build-fuzz: ASan + UBSan, every finding
 # fatal) and runs one, or each in turn, for SECONDS from its committed seed corpus.
 #   tools/fuzz.sh TARGET SECONDS     TARGET: safetensors, json, idx, graph, or all
+#   TEENY_FUZZ_BUILD=DIR tools/fuzz.sh ...   use the targets already built in DIR instead
 # New corpus entries go to a temporary directory, never into the repository; a finding stops the
-# run with a non-zero exit and the path of the input that caused it (replay: build-fuzz/tests/fuzz/
+# run with a non-zero exit and the path of the input that caused it (replay: BUILD/tests/fuzz/
 # fuzz_TARGET that-file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,21 +23,21 @@ else
 fi
 seconds=$2
 
-tools/setup.sh
-# libFuzzer and the sanitizer runtimes for clang-19 (not needed by the normal build).
-if ! dpkg-query -W -f='${Status}' libclang-rt-19-dev 2>/dev/null | grep -q 'install ok installed'; then
-  echo "tools/fuzz.sh: installing libclang-rt-19-dev"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends libclang-rt-19-dev ||
-    { $sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends libclang-rt-19-dev; }
+# TEENY_FUZZ_BUILD: a build that already has the targets (teeny's build dir, or
+# <consumer build>/subprojects/teeny): .ci/run fuzzes in the sanitized build its tests ran in.
+dir=${TEENY_FUZZ_BUILD:-}
+if [ -z "$dir" ]; then
+  tools/setup.sh libclang-rt-19-dev   # libFuzzer and the sanitizer runtimes for clang-19
+  dir=build-fuzz
+  if [ ! -f "$dir/build.ninja" ]; then
+    CXX=clang++-19 meson setup "$dir" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all \
+      -Dfuzz=true -Dtests=false -Dexamples=false -Dcuda=disabled
+  fi
+  ninja -C "$dir" "${targets[@]/#/tests/fuzz/fuzz_}"
 fi
-dir=build-fuzz
-if [ ! -f "$dir/build.ninja" ]; then
-  CXX=clang++-19 meson setup "$dir" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all \
-    -Dfuzz=true -Dtests=false -Dexamples=false -Dcuda=disabled
-fi
-ninja -C "$dir" "${targets[@]/#/tests/fuzz/fuzz_}"
+for t in "${targets[@]}"; do
+  [ -x "$dir/tests/fuzz/fuzz_$t" ] || { echo "tools/fuzz.sh: no $dir/tests/fuzz/fuzz_$t (configured with -Dfuzz=true?)" >&2; exit 2; }
+done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/teeny-fuzz.XXXXXX")
 # Stack traces with function names and lines (the sanitizers do not find Debian's symbolizer alone).
