@@ -14,6 +14,7 @@
 // every recorded error at once, one per line, as "node 'fc2' (linear): input f32[batch, 784] ...".
 // Unnamed nodes are called `{op}_{n}` ("relu_0", "add_1"), counting per op name from 0.
 module;
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -231,8 +232,10 @@ class GraphBuilder {
   /// torch.split(x, sizes, axis): one Value per piece.
   std::vector<Value> split(Value x, const std::vector<std::int64_t>& sizes, std::int64_t axis = 0);
   /// torch.chunk: pieces of ceil(size / chunks), the last smaller; there may be fewer than
-  /// `chunks` (chunk of 5 into 4 gives sizes 2, 2, 1). On failure, `chunks` invalid Values.
+  /// `chunks` (chunk of 5 into 4 gives sizes 2, 2, 1). On failure, `chunks` invalid Values. More
+  /// than max_chunks is an error (each piece is a node), with max_chunks invalid Values.
   std::vector<Value> chunk(Value x, std::int64_t chunks, std::int64_t axis = 0);
+  static constexpr std::int64_t max_chunks = std::int64_t{1} << 16;
   /// x[start:end:step] along `axis`.
   Value slice(Value x, std::int64_t axis, std::optional<std::int64_t> start = std::nullopt,
               std::optional<std::int64_t> end = std::nullopt, std::int64_t step = 1);
@@ -618,12 +621,16 @@ std::vector<Value> GraphBuilder::split(Value x, const std::vector<std::int64_t>&
 }
 
 std::vector<Value> GraphBuilder::chunk(Value x, std::int64_t chunks, std::int64_t axis) {
-  const std::size_t count = chunks > 0 ? static_cast<std::size_t>(chunks) : 1;
+  const std::size_t count = chunks > 0 ? static_cast<std::size_t>(std::min(chunks, max_chunks)) : 1;
   if (auto bad = unusable(std::span(&x, 1), Split::kind, {})) return std::vector<Value>(count, *bad);
   auto invalid = [&](Error e) {
     return std::vector<Value>(count, record(std::move(e), default_name("chunk"), "chunk"));
   };
   if (chunks <= 0) return invalid(fail(Errc::invalid_argument, "chunks must be positive, got ", chunks));
+  if (chunks > max_chunks) {
+    return invalid(fail(Errc::out_of_range, "chunks ", chunks, " is more than the ", max_chunks,
+                        " pieces (nodes) one chunk may make"));
+  }
   const TensorType& t = nodes_[x.node_].type;
   auto ax = normalize_axis(axis, t.shape.rank());
   if (!ax) return invalid(std::move(ax).error());

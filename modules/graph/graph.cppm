@@ -160,21 +160,21 @@ std::vector<ParamInfo> Graph::parameters() const {
   return out;
 }
 
-std::int64_t Graph::parameter_count() const {
+namespace {
+// Each parameter has at most 2^56 elements (infer checks), but a graph may have many: the sum
+// saturates rather than wrap around.
+std::int64_t count_elements(const std::vector<ParamInfo>& params, bool trainable) {
   std::int64_t n = 0;
-  for (const ParamInfo& p : parameters()) {
-    if (p.trainable) n += p.shape.numel().value_or(0);
+  for (const ParamInfo& p : params) {
+    if (p.trainable == trainable) n = checked_add(n, p.shape.numel().value_or(0)).value_or(INT64_MAX);
   }
   return n;
 }
+}  // namespace
 
-std::int64_t Graph::buffer_count() const {
-  std::int64_t n = 0;
-  for (const ParamInfo& p : parameters()) {
-    if (!p.trainable) n += p.shape.numel().value_or(0);
-  }
-  return n;
-}
+std::int64_t Graph::parameter_count() const { return count_elements(parameters(), true); }
+
+std::int64_t Graph::buffer_count() const { return count_elements(parameters(), false); }
 
 std::string Graph::summary() const {
   using Row = std::array<std::string, 5>;

@@ -29,6 +29,7 @@ import :ops_norm;
 import :ops_reduce;
 import :ops_sequence;
 import :custom_op;
+import :rules;
 
 export namespace teeny {
 
@@ -132,7 +133,21 @@ Result<TensorType> infer(const GraphOp& op, std::span<const TensorType> inputs) 
     return fail(Errc::invalid_argument, "expects ", to_string(a),
                 a.min == 1 && (a.max == 1 || a.max == Arity::variadic) ? " input" : " inputs", ", got ", inputs.size());
   }
-  return std::visit([&](const auto& o) { return o.infer(inputs); }, op);
+  auto out = std::visit([&](const auto& o) { return o.infer(inputs); }, op);
+  if (!out) return out;
+  // Every type and parameter shape a graph holds stays within the limits, so that no later size
+  // arithmetic on it (here, at bind, at load) can overflow, whatever attributes an op was given.
+  if (!graph_detail::within_limits(out->shape)) {
+    return fail(Errc::out_of_range, "the output ", *out, " is too large: more than ", max_rank,
+                " dims, a negative size, or more than 2^56 elements");
+  }
+  for (const ParamSpec& p : params_of(op, inputs)) {
+    if (!graph_detail::within_limits(p.shape)) {
+      return fail(Errc::out_of_range, "parameter '", p.slot, "' ", TensorType{p.dtype, p.shape},
+                  " is too large: a negative size or more than 2^56 elements");
+    }
+  }
+  return out;
 }
 
 std::vector<ParamSpec> params_of(const GraphOp& op, std::span<const TensorType> inputs) {

@@ -213,13 +213,16 @@ namespace graph_detail {
 struct Numel {
   std::int64_t coefficient = 1;
   std::vector<std::string> symbols;
+  bool overflow = false;  // the coefficient does not fit int64
 };
 
 Numel numel_of(std::span<const Dim> dims) {
   Numel n;
   for (const Dim& d : dims) {
     if (d.is_concrete() && d.value == -1) continue;  // Reshape's inferred dim
-    n.coefficient *= d.value;
+    auto product = checked_mul(n.coefficient, d.value);
+    n.overflow = n.overflow || !product;
+    n.coefficient = product.value_or(0);
     if (d.is_symbolic()) n.symbols.push_back(d.symbol);
   }
   std::ranges::sort(n.symbols);
@@ -275,9 +278,7 @@ Result<TensorType> Flatten::infer(std::span<const TensorType> inputs) const {
   for (std::size_t i = *start; i <= *end; ++i) {
     auto product = mul_dims(merged, x.shape[i]);
     if (!product) {
-      return fail(Errc::shape_mismatch, "cannot flatten dims ", *start, "..", *end, " of input ", x,
-                  ": the product of '", to_string(merged), "' and '", to_string(x.shape[i]),
-                  "' is not a single symbolic dim");
+      return std::move(product).error().context(cat("cannot flatten dims ", *start, "..", *end, " of input ", x));
     }
     merged = std::move(*product);
   }
@@ -308,6 +309,9 @@ Result<TensorType> Reshape::infer(std::span<const TensorType> inputs) const {
   }
   const Numel have = numel_of(x.shape.dims());
   const Numel want = numel_of(shape);
+  if (want.overflow) {
+    return fail(Errc::out_of_range, "target shape ", fmt(shape), " has more elements than fit in int64");
+  }
   auto mismatch = [&] {
     return fail(Errc::shape_mismatch, "cannot reshape input ", x, " (", to_string(have), " elements) into ", fmt(shape),
                 " (", inferred ? to_string(want) + "*n" : to_string(want), " elements)");
@@ -407,8 +411,7 @@ Result<TensorType> Concat::infer(std::span<const TensorType> inputs) const {
     }
     auto sum = add_dims(out.shape[*ax], t.shape[*ax]);
     if (!sum) {
-      return fail(Errc::shape_mismatch, "cannot concatenate sizes '", to_string(out.shape[*ax]), "' and '",
-                  to_string(t.shape[*ax]), "' along dim ", *ax, ": the sum is not a single symbolic dim");
+      return std::move(sum).error().context(cat("cannot concatenate input ", i, " ", t, " along dim ", *ax));
     }
     out.shape[*ax] = std::move(*sum);
   }
@@ -426,7 +429,9 @@ Result<TensorType> Split::infer(std::span<const TensorType> inputs) const {
   std::int64_t total = 0;
   for (std::int64_t s : sizes) {
     TEENY_GRAPH_TRY(check_non_negative("split size", s));
-    total += s;
+    auto sum = checked_add(total, s);
+    if (!sum) return fail(Errc::out_of_range, "split sizes ", fmt(sizes), " overflow when summed");
+    total = *sum;
   }
   if (total != *size) {
     return fail(Errc::shape_mismatch, "split sizes ", fmt(sizes), " sum to ", total, ", but dim ", *ax, " of input ", x,
@@ -460,7 +465,9 @@ Result<TensorType> Slice::infer(std::span<const TensorType> inputs) const {
   auto clamp = [n](std::int64_t i) { return std::clamp(i < 0 ? i + n : i, std::int64_t{0}, n); };
   const std::int64_t first = clamp(start.value_or(0));
   const std::int64_t last = std::max(first, clamp(end.value_or(n)));
-  out.shape[*ax] = (last - first + step - 1) / step;
+  // ceil((last - first) / step) without forming last - first + step - 1, which overflows for a huge step.
+  const std::int64_t length = last - first;
+  out.shape[*ax] = length / step + (length % step != 0 ? 1 : 0);
   return out;
 }
 
@@ -508,7 +515,13 @@ Result<TensorType> Pad::infer(std::span<const TensorType> inputs) const {
     if (mode == PadMode::replicate && d.value == 0) {
       return fail(Errc::invalid_argument, "replicate padding of the empty dim ", axis, " of input ", x);
     }
-    const std::int64_t size = d.value + before + after;
+    const auto partial = checked_add(d.value, before);
+    const auto padded = partial ? checked_add(*partial, after) : std::nullopt;
+    if (!padded) {
+      return fail(Errc::out_of_range, "padding (", before, ", ", after, ") of dim ", axis, " of input ", x,
+                  " overflows");
+    }
+    const std::int64_t size = *padded;
     if (size < 0) {
       return fail(Errc::invalid_argument, "padding (", before, ", ", after, ") makes dim ", axis, " of input ", x,
                   " negative (", size, ")");
@@ -540,10 +553,22 @@ Result<TensorType> Upsample::infer(std::span<const TensorType> inputs) const {
         return fail(Errc::shape_mismatch, "dim ", axis, " of input ", x, " is symbolic ('", to_string(d),
                     "'), so its scale must be an integer, got ", scale);
       }
-      out.shape[axis] = Dim::sym(d.symbol, d.value * static_cast<std::int64_t>(scale));
+      // Bounded before the conversion: a double beyond int64 does not convert.
+      const auto multiplier = scale <= static_cast<double>(max_numel)
+                                  ? checked_mul(d.value, static_cast<std::int64_t>(scale))
+                                  : std::nullopt;
+      if (!multiplier) {
+        return fail(Errc::out_of_range, "scale ", scale, " makes dim ", axis, " of input ", x, " too large");
+      }
+      out.shape[axis] = Dim::sym(d.symbol, *multiplier);
       continue;
     }
-    const auto size = static_cast<std::int64_t>(std::floor(static_cast<double>(d.value) * scale));
+    const double scaled = std::floor(static_cast<double>(d.value) * scale);
+    if (scaled > static_cast<double>(max_numel)) {
+      return fail(Errc::out_of_range, "scale ", scale, " makes dim ", axis, " of input ", x, " too large (", scaled,
+                  ")");
+    }
+    const auto size = static_cast<std::int64_t>(scaled);
     if (size <= 0) {
       return fail(Errc::shape_mismatch, "scale ", scale, " turns dim ", axis, " of input ", x, " into size ", size);
     }

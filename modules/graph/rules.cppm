@@ -77,23 +77,50 @@ Result<void> check_non_negative(std::string_view attribute, const Size2& value) 
 
 // ---- dim arithmetic ------------------------------------------------------------------------------
 
-/// a * b when it is representable as a Dim (concrete, or multiplier * one symbol).
-std::optional<Dim> mul_dims(const Dim& a, const Dim& b) {
-  if (a.is_concrete() && b.is_concrete()) return Dim(a.value * b.value);
-  if (a.is_symbolic() && b.is_symbolic()) return std::nullopt;
-  const Dim& sym = a.is_symbolic() ? a : b;
-  const std::int64_t factor = a.is_symbolic() ? b.value : a.value;
-  if (factor == 0) return Dim(0);
-  return Dim::sym(sym.symbol, sym.value * factor);
+/// Whether `shape` is one teeny can hold: at most max_rank dims, no negative size, and sizes and
+/// symbol multipliers whose product, zeros left out, is at most max_numel. Then every product of
+/// its dims (Shape::numel(), in any order) fits int64, and so does any size bound from it later.
+bool within_limits(const Shape& shape) {
+  if (shape.rank() > max_rank) return false;
+  std::int64_t n = 1;
+  for (const Dim& d : shape) {
+    if (d.value < 0) return false;
+    if (d.value == 0) continue;
+    auto m = checked_mul(n, d.value);
+    if (!m || *m > max_numel) return false;
+    n = *m;
+  }
+  return true;
 }
 
-/// a + b when it is representable as a Dim (both concrete, or multiples of the same symbol).
-std::optional<Dim> add_dims(const Dim& a, const Dim& b) {
-  if (a.is_concrete() && b.is_concrete()) return Dim(a.value + b.value);
+/// a * b, as a Dim: concrete, or multiplier * one symbol. An error when both are symbolic or the
+/// product overflows.
+Result<Dim> mul_dims(const Dim& a, const Dim& b) {
+  auto overflow = [&] { return fail(Errc::out_of_range, "'", to_string(a), "' * '", to_string(b), "' overflows"); };
+  if (a.is_symbolic() && b.is_symbolic()) {
+    return fail(Errc::shape_mismatch, "the product of '", to_string(a), "' and '", to_string(b),
+                "' is not a single symbolic dim");
+  }
+  auto product = checked_mul(a.value, b.value);
+  if (!product) return overflow();
+  if (a.is_concrete() && b.is_concrete()) return Dim(*product);
+  const Dim& sym = a.is_symbolic() ? a : b;
+  if (*product == 0) return Dim(0);
+  return Dim::sym(sym.symbol, *product);
+}
+
+/// a + b, as a Dim: both concrete, or multiples of the same symbol. An error otherwise or when the
+/// sum overflows.
+Result<Dim> add_dims(const Dim& a, const Dim& b) {
   if (a.is_concrete() && a.value == 0) return b;
   if (b.is_concrete() && b.value == 0) return a;
-  if (a.is_symbolic() && b.is_symbolic() && a.symbol == b.symbol) return Dim::sym(a.symbol, a.value + b.value);
-  return std::nullopt;
+  if (a.is_concrete() != b.is_concrete() || a.symbol != b.symbol) {
+    return fail(Errc::shape_mismatch, "the sum of '", to_string(a), "' and '", to_string(b),
+                "' is not a single symbolic dim");
+  }
+  auto sum = checked_add(a.value, b.value);
+  if (!sum) return fail(Errc::out_of_range, "'", to_string(a), "' + '", to_string(b), "' overflows");
+  return a.is_concrete() ? Dim(*sum) : Dim::sym(a.symbol, *sum);
 }
 
 /// One spatial axis of a convolution or pooling window (PyTorch's names).
@@ -111,21 +138,36 @@ struct Window {
 /// A symbolic dim passes through when the window keeps the size (stride 1, "same" padding).
 Result<Dim> window_output(const TensorType& x, std::size_t axis, const Window& w) {
   const Dim& in = x.shape[axis];
-  const std::int64_t extent = w.dilation * (w.kernel - 1) + 1;
+  // Attributes are positive (padding non-negative) but may be huge: every step is checked.
+  auto too_large = [&] {
+    return fail(Errc::out_of_range, "the window on dim ", axis, " of input ", x, " (kernel ", w.kernel, ", stride ",
+                w.stride, ", padding ", w.padding, ", dilation ", w.dilation, ") is too large: its size overflows");
+  };
+  const auto span = checked_mul(w.dilation, w.kernel - 1);
+  const auto extent = span ? checked_add(*span, 1) : std::nullopt;
+  if (!extent) return too_large();
   if (in.is_symbolic()) {
-    if (w.stride == 1 && 2 * w.padding == extent - 1) return in;
+    if (w.stride == 1 && w.padding <= max_numel && 2 * w.padding == *extent - 1) return in;
     return fail(Errc::shape_mismatch, "dim ", axis, " of input ", x, " is symbolic ('", to_string(in),
                 "'); a window with kernel ", w.kernel, ", stride ", w.stride, ", padding ", w.padding,
                 " changes its size, so it must be concrete");
   }
-  const std::int64_t padded = in.value + 2 * w.padding;
-  if (padded < extent) {
-    return fail(Errc::shape_mismatch, "dim ", axis, " of input ", x, " is ", in.value, " (", padded,
-                " with padding), smaller than the kernel extent ", extent, " (kernel ", w.kernel, ", dilation ",
+  const auto both_sides = checked_mul(2, w.padding);
+  const auto padded = both_sides ? checked_add(in.value, *both_sides) : std::nullopt;
+  if (!padded) return too_large();
+  if (*padded < *extent) {
+    return fail(Errc::shape_mismatch, "dim ", axis, " of input ", x, " is ", in.value, " (", *padded,
+                " with padding), smaller than the kernel extent ", *extent, " (kernel ", w.kernel, ", dilation ",
                 w.dilation, ")");
   }
-  std::int64_t out = (padded - extent + (w.ceil_mode ? w.stride - 1 : 0)) / w.stride + 1;
-  if (w.ceil_mode && (out - 1) * w.stride >= in.value + w.padding) --out;
+  // padded - extent >= 0 and stride >= 1: ceil division without forming (padded - extent + stride - 1).
+  const std::int64_t room = *padded - *extent;
+  std::int64_t out = room / w.stride + (w.ceil_mode && room % w.stride != 0 ? 1 : 0) + 1;
+  // In ceil mode the last window must start inside the input or the left padding; out - 1 <= room.
+  if (w.ceil_mode) {
+    const auto start = checked_mul(out - 1, w.stride);  // overflow: certainly past the input
+    if (!start || *start >= in.value + w.padding) --out;
+  }
   return Dim(out);
 }
 

@@ -18,7 +18,9 @@ module;
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 export module teeny.io:idx;
@@ -37,6 +39,9 @@ struct IdxArray {
 /// missing (Errc::not_found), unreadable or corrupt gzip (io), wrong magic, unknown type code, more
 /// than 8 dims, or a size that does not match the dims (parse).
 Result<IdxArray> read_idx(const std::string& path);
+/// Parses an IDX image held in memory, gzip-compressed or not (gzip's magic 1f 8b says which), with
+/// the checks and errors of read_idx; `name` stands for the path in errors.
+Result<IdxArray> parse_idx(std::span<const std::byte> bytes, std::string_view name = "<memory>");
 
 }  // namespace teeny
 
@@ -86,6 +91,47 @@ Result<std::vector<unsigned char>> read_whole(const std::string& path) {
   return bytes;
 }
 
+/// Inflates gzip data held in memory. Like gzread, it reads members one after another and ignores
+/// what follows the last one when that is not another gzip member.
+Result<std::vector<unsigned char>> gunzip(std::span<const std::byte> in) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) return fail(Errc::io, "cannot start inflating: out of memory");
+  std::vector<unsigned char> out;
+  std::size_t at = 0;  // input consumed
+  constexpr std::size_t chunk = std::size_t{1} << 16;
+  int status = Z_OK;
+  while (true) {
+    // uInt is 32 bits: feed and drain at most a chunk at a time.
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data() + at));
+    z.avail_in = static_cast<uInt>(std::min(in.size() - at, chunk));
+    const std::size_t have = out.size();
+    out.resize(have + chunk);
+    z.next_out = out.data() + have;
+    z.avail_out = static_cast<uInt>(chunk);
+    const uInt fed = z.avail_in;
+    status = inflate(&z, Z_NO_FLUSH);
+    at += fed - z.avail_in;
+    out.resize(have + chunk - z.avail_out);
+    if (status == Z_STREAM_END) {
+      const bool another = in.size() - at >= 2 && in[at] == std::byte{0x1f} && in[at + 1] == std::byte{0x8b};
+      if (!another) break;
+      inflateReset(&z);
+      continue;
+    }
+    if (status == Z_BUF_ERROR && at == in.size() && z.avail_out != 0) break;  // input ends mid-stream
+    if (status != Z_OK && status != Z_BUF_ERROR) break;
+  }
+  const std::string why = z.msg != nullptr ? z.msg : "";
+  inflateEnd(&z);
+  if (status != Z_STREAM_END) {
+    return fail(Errc::io, "corrupt or truncated gzip data: ", why.empty() ? "unexpected end of data" : why);
+  }
+  return out;
+}
+
+/// The IDX array in `bytes` (decompressed); `where` names the source in errors.
+Result<IdxArray> parse_idx_bytes(std::span<const unsigned char> bytes, const std::string& where);
+
 }  // namespace teeny::io_detail
 
 namespace teeny {
@@ -94,7 +140,24 @@ Result<IdxArray> read_idx(const std::string& path) {
   const std::string where = cat("IDX file '", path, "'");
   auto content = io_detail::read_whole(path);
   if (!content) return std::move(content).error().context(where);
-  const std::vector<unsigned char>& bytes = *content;
+  return io_detail::parse_idx_bytes(*content, where);
+}
+
+Result<IdxArray> parse_idx(std::span<const std::byte> bytes, std::string_view name) {
+  const std::string where = cat("IDX file '", name, "'");
+  if (bytes.size() >= 2 && bytes[0] == std::byte{0x1f} && bytes[1] == std::byte{0x8b}) {
+    auto content = io_detail::gunzip(bytes);
+    if (!content) return std::move(content).error().context(where);
+    return io_detail::parse_idx_bytes(*content, where);
+  }
+  return io_detail::parse_idx_bytes({reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()}, where);
+}
+
+}  // namespace teeny
+
+namespace teeny::io_detail {
+
+Result<IdxArray> parse_idx_bytes(std::span<const unsigned char> bytes, const std::string& where) {
   if (bytes.size() < 4) {
     return fail(Errc::parse, "truncated: ", bytes.size(), " bytes, fewer than the 4-byte magic").context(where);
   }
@@ -121,6 +184,7 @@ Result<IdxArray> read_idx(const std::string& path) {
   }
   ConcreteShape shape;
   std::uint64_t numel = 1;
+  std::uint64_t nonzero = 1;  // the shape's numel() multiplies in order: [2^32-1, 2^32-1, 0] must fail too
   bool overflow = false;
   for (std::size_t i = 0; i < rank; ++i) {
     const unsigned char* p = bytes.data() + 4 + 4 * i;
@@ -128,6 +192,13 @@ Result<IdxArray> read_idx(const std::string& path) {
         (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
     shape.push_back(dim);
     overflow = overflow || __builtin_mul_overflow(numel, dim, &numel);
+    if (dim != 0 && (__builtin_mul_overflow(nonzero, dim, &nonzero) || nonzero > std::uint64_t{1} << 56)) {
+      nonzero = std::uint64_t{1} << 57;  // stays past the limit
+    }
+  }
+  if (numel == 0 && !overflow && nonzero > static_cast<std::uint64_t>(max_numel)) {
+    return fail(Errc::parse, "dims ", shape, " are too large: the nonzero ones multiply to more than 2^56")
+        .context(where);
   }
   const std::size_t element = size_of(*dtype);
   std::uint64_t needed = 0;
@@ -154,4 +225,4 @@ Result<IdxArray> read_idx(const std::string& path) {
   return IdxArray{*dtype, shape, std::move(*tensor)};
 }
 
-}  // namespace teeny
+}  // namespace teeny::io_detail

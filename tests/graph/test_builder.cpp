@@ -338,3 +338,64 @@ TEST_CASE("builder: values outlive build() only as ids") {
   CHECK_FALSE(b.relu(x).valid());      // NOLINT(bugprone-use-after-move): build() leaves b empty
   CHECK_FALSE(b.ok());
 }
+
+// Found by tests/fuzz/fuzz_graph (with UBSan): sizes and attributes near int64's limits overflowed
+// in shape inference. Each is now an error naming the node and the shapes, and every type and
+// parameter a graph holds stays within 2^56 elements.
+TEST_CASE("builder: huge sizes and attributes are errors, never overflow") {
+  constexpr std::int64_t max = INT64_MAX;
+  constexpr std::int64_t t40 = std::int64_t{1} << 40;
+  GraphBuilder b;
+  const Value img = b.input("img", DType::f32, {1, 1, 8, 8});
+  b.conv2d(img, 1, 3, {.padding = max}).named("conv");
+  b.max_pool2d(img, {max, 3}, {.dilation = Size2{2, 1}}).named("pool");
+  b.upsample(img, 1e300).named("up");
+  b.upsample(b.input("sym", DType::f32, {1, 1, batch, 2}), 0x1p60).named("up_sym");
+  const Value v = b.input("v", DType::f32, {4});
+  b.split(v, {max, 1})[0].named("split");
+  b.pad(v, {max, 1}).named("pad");
+  b.reshape(v, {t40, t40, -1}).named("reshape");
+  b.chunk(v, max)[0].named("chunk");
+  b.input("too_many", DType::f32, {t40, t40});
+  b.input("too_many_with_zero", DType::f32, {t40, t40, 0});
+  b.concat({b.input("c", DType::f32, {std::int64_t{1} << 56}), v}).named("cat");
+  b.add(b.input("col", DType::f32, {t40, 1}), b.input("row", DType::f32, {1, t40})).named("outer");
+  b.linear(b.input("wide", DType::f32, {2, t40}), t40).named("fc");
+  b.embedding(b.input("ids", DType::i64, {1, 1, 1, 1, 1, 1, 1, 1}), 4, 2).named("emb");
+  CHECK(*b.max_pool2d(img, 3, {.stride = max, .padding = 1, .ceil_mode = true}).type() == f32({1, 1, 1, 1}));
+  // A step past the end keeps one element (PyTorch's x[0::step]), without overflow.
+  const Value one = b.slice(v, 0, 0, std::nullopt, max);
+  REQUIRE(one.valid());
+  CHECK(*one.type() == f32({1}));
+  b.output("y", one);
+
+  auto g = std::move(b).build();
+  REQUIRE_FALSE(g);
+  CHECK(g.error().code() == Errc::out_of_range);
+  const auto messages = lines(g.error().message());
+  // Each line holds these parts (a double's digits are left out).
+  const std::vector<std::vector<std::string>> expected = {
+      {"node 'conv' (conv2d): the window on dim 2 of input f32[1, 1, 8, 8] (kernel 3, stride 1, padding "
+       "9223372036854775807, dilation 1) is too large: its size overflows"},
+      {"node 'pool' (max_pool2d): the window on dim 2 of input f32[1, 1, 8, 8] (kernel 9223372036854775807, stride "
+       "9223372036854775807, padding 0, dilation 2) is too large: its size overflows"},
+      {"node 'up' (upsample): scale ", " makes dim 2 of input f32[1, 1, 8, 8] too large"},
+      {"node 'up_sym' (upsample): scale ", " makes dim 2 of input f32[1, 1, batch, 2] too large"},
+      {"node 'split' (split): split sizes [9223372036854775807, 1] overflow when summed"},
+      {"node 'pad' (pad): padding (9223372036854775807, 1) of dim 0 of input f32[4] overflows"},
+      {"node 'reshape' (reshape): target shape [1099511627776, 1099511627776, -1] has more elements than fit in "
+       "int64"},
+      {"node 'chunk' (chunk): chunks 9223372036854775807 is more than the 65536 pieces (nodes) one chunk may make"},
+      {"node 'too_many' (input): the output f32[1099511627776, 1099511627776] is too large: more than 8 dims, a "
+       "negative size, or more than 2^56 elements"},
+      {"node 'too_many_with_zero' (input): the output f32[1099511627776, 1099511627776, 0] is too large"},
+      {"node 'cat' (concat): the output f32[72057594037927940] is too large"},
+      {"node 'outer' (add): the output f32[1099511627776, 1099511627776] is too large"},
+      {"node 'fc' (linear): parameter 'weight' f32[1099511627776, 1099511627776] is too large"},
+      {"node 'emb' (embedding): the output f32[1, 1, 1, 1, 1, 1, 1, 1, 2] is too large: more than 8 dims"},
+  };
+  REQUIRE(messages.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    for (const std::string& part : expected[i]) CHECK_CONTAINS(messages[i], part);
+  }
+}

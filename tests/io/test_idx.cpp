@@ -137,6 +137,9 @@ TEST_CASE("read_idx: malformed files are errors naming the file") {
        "dims [2] of i32 need 8 bytes of data, the file has 9 (trailing bytes)"},
       {idx_file(0x0E, {0xffffffff, 0xffffffff, 0xffffffff}, {1}),
        "dims [4294967295, 4294967295, 4294967295] of f64 need more bytes than any file holds"},
+      // Found by tests/fuzz/fuzz_idx: no elements, but the shape's numel() overflowed before the 0.
+      {{0x00, 0x00, 0x0e, 0x03, 0xf8, 0x00, 0x00, 0x40, 0xe1, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00},
+       "dims [4160749632, 3775528960, 0] are too large: the nonzero ones multiply to more than 2^56"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.expected);
@@ -165,6 +168,41 @@ TEST_CASE("read_idx: malformed files are errors naming the file") {
   auto cut = teeny::read_idx(dir / "cut.gz");
   REQUIRE_FALSE(cut);
   CHECK(contains(cut.error().message(), "cut.gz"));
+}
+
+TEST_CASE("parse_idx: arrays in memory, raw or gzipped, with read_idx's checks") {
+  io_test::TempDir dir;
+  const auto raw = idx_file(0x0B, {3}, big_endian<std::int16_t>({1, -2, 300}));
+  write_gz(dir / "a.gz", raw);
+  const auto gz = io_test::read_bytes(dir / "a.gz");
+  for (std::span<const std::byte> bytes : {std::as_bytes(std::span(raw)), std::span<const std::byte>(gz)}) {
+    auto a = teeny::parse_idx(bytes);
+    REQUIRE(a);
+    CHECK(a->shape == ConcreteShape{3});
+    CHECK(values_of<std::int16_t>(a->data) == std::vector<std::int16_t>{1, -2, 300});
+  }
+
+  // Members one after another read as one stream (as gzread does); anything else after is ignored.
+  write_gz(dir / "b.gz", {3, 4});
+  const auto first = idx_file(0x08, {4}, {1, 2});
+  write_gz(dir / "c.gz", first);
+  auto two = io_test::read_bytes(dir / "c.gz");
+  const auto second = io_test::read_bytes(dir / "b.gz");
+  two.insert(two.end(), second.begin(), second.end());
+  two.push_back(std::byte{0});
+  auto joined = teeny::parse_idx(two, "two.gz");
+  REQUIRE(joined);
+  CHECK(values_of<std::uint8_t>(joined->data) == std::vector<std::uint8_t>{1, 2, 3, 4});
+
+  auto cut = teeny::parse_idx(std::span(gz).first(gz.size() - 6), "cut.gz");
+  REQUIRE_FALSE(cut);
+  CHECK(cut.error().code() == Errc::io);
+  CHECK_MESSAGE(contains(cut.error().message(), "IDX file 'cut.gz': corrupt or truncated gzip data"),
+                cut.error().message());
+
+  auto bad = teeny::parse_idx(std::as_bytes(std::span(raw)).first(5));
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message() == "IDX file '<memory>': truncated: 5 bytes, fewer than the 8-byte header of 1 dims");
 }
 
 TEST_CASE("load_fashion_mnist: scales pixels to [0, 1] and widens labels, from raw or gzipped files") {
