@@ -54,21 +54,24 @@ std::map<std::string, std::vector<double>> random_weights(const teeny::Graph& gr
 }
 
 // `weights` as f32 tensors named by key, as a program holding them would give them to teeny.
+// A TensorRef borrows its name and values: both live here, as long as the refs.
 struct Weights {
+  std::vector<std::string> keys;
   std::vector<std::vector<float>> values;
   std::vector<teeny::TensorRef> refs;
 };
 Weights as_f32(const std::map<std::string, std::vector<double>>& weights, const teeny::Graph& graph) {
   Weights w;
-  for (const teeny::ParamInfo& p : graph.parameters()) {
+  const std::vector<teeny::ParamInfo> params = graph.parameters();
+  for (const teeny::ParamInfo& p : params) {
     const auto& values = weights.at(p.key);
+    w.keys.push_back(p.key);
     w.values.emplace_back(values.begin(), values.end());
   }
-  std::size_t i = 0;
-  for (const teeny::ParamInfo& p : graph.parameters()) {
-    auto shape = p.shape.bind({});
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto shape = params[i].shape.bind({});
     REQUIRE(shape);
-    w.refs.push_back(teeny::TensorRef::of<float>(p.key, w.values[i++], *shape));
+    w.refs.push_back(teeny::TensorRef::of<float>(w.keys[i], w.values[i], *shape));
   }
   return w;
 }
