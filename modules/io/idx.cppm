@@ -183,32 +183,19 @@ Result<IdxArray> parse_idx_bytes(std::span<const unsigned char> bytes, const std
         .context(where);
   }
   ConcreteShape shape;
-  std::uint64_t numel = 1;
-  std::uint64_t nonzero = 1;  // the shape's numel() multiplies in order: [2^32-1, 2^32-1, 0] must fail too
-  bool overflow = false;
   for (std::size_t i = 0; i < rank; ++i) {
     const unsigned char* p = bytes.data() + 4 + 4 * i;
-    const std::uint32_t dim =
-        (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-    shape.push_back(dim);
-    overflow = overflow || __builtin_mul_overflow(numel, dim, &numel);
-    if (dim != 0 && (__builtin_mul_overflow(nonzero, dim, &nonzero) || nonzero > std::uint64_t{1} << 56)) {
-      nonzero = std::uint64_t{1} << 57;  // stays past the limit
-    }
+    shape.push_back((std::int64_t{p[0]} << 24) | (std::int64_t{p[1]} << 16) | (std::int64_t{p[2]} << 8) | p[3]);
   }
-  if (numel == 0 && !overflow && nonzero > static_cast<std::uint64_t>(max_numel)) {
-    return fail(Errc::parse, "dims ", shape, " are too large: the nonzero ones multiply to more than 2^56")
-        .context(where);
-  }
+  // At most 2^56 elements (numel() is exact then), so the byte count below cannot wrap either.
+  auto numel = checked_numel(shape);
+  if (!numel) return fail(Errc::parse, numel.error().message()).context(where);
   const std::size_t element = size_of(*dtype);
-  std::uint64_t needed = 0;
-  overflow = overflow || __builtin_mul_overflow(numel, element, &needed);
+  const auto needed = static_cast<std::uint64_t>(*numel) * element;
   const std::size_t have = bytes.size() - header;
-  if (overflow || needed != have) {
-    return fail(Errc::parse, "dims ", shape, " of ", *dtype, " need ",
-                overflow ? std::string("more bytes than any file holds") : cat(needed, " bytes of data"),
-                ", the file has ", have,
-                needed > have || overflow ? " (truncated, or absurd dims)" : " (trailing bytes)")
+  if (needed != have) {
+    return fail(Errc::parse, "dims ", shape, " of ", *dtype, " need ", needed, " bytes of data, the file has ", have,
+                needed > have ? " (truncated, or absurd dims)" : " (trailing bytes)")
         .context(where);
   }
   auto tensor = Tensor::zeros(*dtype, shape);

@@ -167,16 +167,6 @@ struct Parsed {
   std::uint64_t end = 0;
 };
 
-/// A shape array as written, for errors about shapes that do not fit a ConcreteShape.
-std::string shape_text(const json::Value& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.items.size(); ++i) {
-    const json::Value& d = shape.items[i];
-    out += cat(i ? ", " : "", d.integer ? std::to_string(*d.integer) : std::string("?"));
-  }
-  return out + "]";
-}
-
 Result<Parsed> parse_tensor_info(const json::Value& info) {
   if (!info.is_object()) {
     return fail(Errc::parse, "expected an object with dtype, shape and data_offsets, got ", json::describe(info.kind));
@@ -200,26 +190,15 @@ Result<Parsed> parse_tensor_info(const json::Value& info) {
   if (shape->items.size() > max_rank) {
     return fail(Errc::parse, "shape has ", shape->items.size(), " dims; at most ", max_rank, " are supported");
   }
-  // The nonzero dims must multiply to at most max_numel even when another dim is 0: the shape's
-  // numel() multiplies in order, and [2^62, 2, 0] would overflow before it reached the 0.
-  std::uint64_t numel = 1;
-  std::int64_t nonzero = 1;
   for (std::size_t i = 0; i < shape->items.size(); ++i) {
     auto dim = non_negative_integer(shape->items[i]);
     if (!dim) return fail(Errc::parse, "shape dim ", i, " is not a non-negative integer");
     out.shape.push_back(static_cast<std::int64_t>(*dim));
-    if (*dim == 0) continue;
-    auto product = checked_mul(nonzero, static_cast<std::int64_t>(*dim));
-    if (!product || *product > max_numel) {
-      const bool empty = std::ranges::any_of(shape->items, [](const json::Value& v) { return v.integer == 0; });
-      return fail(Errc::parse, "shape ", shape_text(*shape),
-                  empty ? " is too large: its nonzero dims multiply to more than 2^56"
-                        : " has more elements than any file could hold");
-    }
-    nonzero = *product;
   }
-  for (std::int64_t d : out.shape) numel *= static_cast<std::uint64_t>(d);
-  const std::uint64_t bytes = numel * size_of(out.dtype);  // at most 2^56 x 8
+  // At most 2^56 elements, so the byte count below cannot wrap.
+  auto numel = checked_numel(out.shape);
+  if (!numel) return fail(Errc::parse, numel.error().message());
+  const std::uint64_t bytes = static_cast<std::uint64_t>(*numel) * size_of(out.dtype);
 
   const json::Value* offsets = info.find("data_offsets");
   if (offsets == nullptr) return fail(Errc::parse, "has no 'data_offsets'");
@@ -236,7 +215,7 @@ Result<Parsed> parse_tensor_info(const json::Value& info) {
   out.end = *end;
   if (*end - *begin != bytes) {
     return fail(Errc::parse, "data_offsets [", *begin, ", ", *end, "] hold ", *end - *begin, " bytes, but ", out.dtype,
-                " ", out.shape, " needs ", numel, " x ", size_of(out.dtype), " = ", bytes);
+                " ", out.shape, " needs ", *numel, " x ", size_of(out.dtype), " = ", bytes);
   }
   return out;
 }
