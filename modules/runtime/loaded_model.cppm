@@ -213,6 +213,7 @@ class LoadedModel {
     if (auto wired = check_operands(model.lowered_.dag); !wired) return std::move(wired).error();
     for (NodeId g : graph.inputs()) model.inputs_.push_back({graph.dag()[g].name, model.lowered_.value_of(g)});
     for (const auto& out : graph.outputs()) model.outputs_.push_back({out.name, model.lowered_.value_of(out.node)});
+    model.input_nodes_.resize(model.inputs_.size());
 #if TEENY_TRAINING
     if (model.trainable()) {
       if (auto traced = model.trace_gradients(); !traced) return std::move(traced).error();
@@ -323,9 +324,9 @@ class LoadedModel {
       auto switched = switch_plan(inputs);
       if (!switched) return switched;
     }
-    for (const TensorRef& in : inputs) {
-      const TensorBinding& dst = current_->values[*find_port(inputs_, in.name)];
-      std::memcpy(dst.data, in.data.data(), in.data.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const TensorBinding& dst = current_->values[input_nodes_[i]];
+      std::memcpy(dst.data, inputs[i].data.data(), inputs[i].data.size());
     }
 #if TEENY_TRAINING
     if (trainable()) {
@@ -497,7 +498,8 @@ class LoadedModel {
   // Checked on every forward, the fast path included (a wrong byte count would overrun the arena,
   // a name given twice would leave another input's stale data in place): each of the model's
   // inputs given once, by a name it has, with bytes that exactly fill its shape and dtype.
-  Result<void> check_inputs(std::span<const TensorRef> inputs) const {
+  // Leaves the node of inputs[i] in input_nodes_[i].
+  Result<void> check_inputs(std::span<const TensorRef> inputs) {
     if (inputs.size() != inputs_.size()) {
       return fail(Errc::invalid_argument, "the model takes ", inputs_.size(), " input(s) (", port_names(inputs_),
                   "), got ", inputs.size());
@@ -510,9 +512,11 @@ class LoadedModel {
                       ")");
         }
       }
-      if (!find_port(inputs_, in.name)) {
+      auto node = find_port(inputs_, in.name);
+      if (!node) {
         return fail(Errc::not_found, "the model has no input '", in.name, "' (inputs: ", port_names(inputs_), ")");
       }
+      input_nodes_[i] = *node;
       auto numel = checked_numel(in.shape);
       if (!numel) return std::move(numel).error().context(cat("input '", in.name, "'"));
       const auto bytes = static_cast<std::size_t>(*numel) * size_of(in.dtype);
@@ -530,9 +534,9 @@ class LoadedModel {
 
   // Whether the plan in use takes `inputs` (already checked) as they are.
   bool current_matches(std::span<const TensorRef> inputs) const {
-    for (const TensorRef& in : inputs) {
-      const TensorBinding& b = current_->values[*find_port(inputs_, in.name)];
-      if (b.shape != in.shape || b.dtype != in.dtype) return false;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const TensorBinding& b = current_->values[input_nodes_[i]];
+      if (b.shape != inputs[i].shape || b.dtype != inputs[i].dtype) return false;
     }
     return true;
   }
@@ -541,9 +545,9 @@ class LoadedModel {
   // (or builds) the plan for those dims.
   Result<void> switch_plan(std::span<const TensorRef> inputs) {
     Bindings dims;
-    for (const TensorRef& in : inputs) {
-      auto node = find_port(inputs_, in.name);
-      const auto& op = std::get<InputOp>(lowered_.dag[*node].op);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const TensorRef& in = inputs[i];
+      const auto& op = std::get<InputOp>(lowered_.dag[input_nodes_[i]].op);
       if (in.dtype != op.dtype) {
         return fail(Errc::dtype_mismatch, "input '", in.name, "' is ", in.dtype, " but the model takes ", op.dtype);
       }
@@ -1020,6 +1024,7 @@ class LoadedModel {
   std::unique_ptr<Backend> backend_;
   std::vector<NodeId> order_;
   std::vector<Port> inputs_;
+  std::vector<NodeId> input_nodes_;  // of the inputs of the forward in progress, in the caller's order
   std::vector<Port> outputs_;
   std::vector<Param> params_;
   std::vector<std::unique_ptr<Plan>> plans_;
