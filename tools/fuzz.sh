@@ -30,7 +30,7 @@ if [ -z "$dir" ]; then
   tools/setup.sh libclang-rt-19-dev   # libFuzzer and the sanitizer runtimes for clang-19
   dir=build-fuzz
   if [ ! -f "$dir/build.ninja" ]; then
-    CXX=clang++-19 meson setup "$dir" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all \
+    CXX=clang++-19 meson setup "$dir" -Db_sanitize=address,undefined "-Dcpp_args=-fno-sanitize-recover=all -gline-tables-only" \
       -Dfuzz=true -Dtests=false -Dexamples=false -Dcuda=disabled
   fi
   ninja -C "$dir" "${targets[@]/#/tests/fuzz/fuzz_}"
