@@ -7,6 +7,7 @@ export import teeny.io;
 export import teeny.ops;
 export import teeny.runtime;
 export import teeny.cpu;
+export import teeny.fixed;
 #if TEENY_TRAINING
 export import teeny.train;
 #endif
