@@ -92,6 +92,7 @@ template <Name N, std::int64_t In, std::int64_t Out, LinearOptions O = {}>
 struct Linear {
   static constexpr auto name = N;
   static constexpr std::string_view kind = "linear";
+  static constexpr LayerOp op = LayerOp::linear;
   static constexpr std::int64_t in_features = In;
   static constexpr std::int64_t out_features = Out;
   static constexpr LinearOptions options = O;
@@ -142,6 +143,7 @@ template <Name N, std::int64_t In, std::int64_t Out, std::int64_t K, Conv2dOptio
 struct Conv2d {
   static constexpr auto name = N;
   static constexpr std::string_view kind = "conv2d";
+  static constexpr LayerOp op = LayerOp::conv2d;
   static constexpr std::int64_t in_channels = In;
   static constexpr std::int64_t out_channels = Out;
   static constexpr std::int64_t kernel_size = K;
@@ -195,6 +197,7 @@ template <Name N, std::int64_t C, BatchNormOptions O = {}>
 struct BatchNorm2d {
   static constexpr auto name = N;
   static constexpr std::string_view kind = "batch_norm";
+  static constexpr LayerOp op = LayerOp::batch_norm2d;
   static constexpr std::int64_t num_features = C;
   static constexpr BatchNormOptions options = O;
 
@@ -236,6 +239,7 @@ struct BatchNorm2d {
 template <UnaryFn F>
 struct Activation {
   static constexpr std::string_view kind = "activation";
+  static constexpr LayerOp op = LayerOp::activation;
   static constexpr UnaryFn fn = F;
 
   template <class X>
@@ -275,6 +279,7 @@ template <PoolKind P, std::int64_t K, Pool2dOptions O = {}>
   requires(K > 0 && O.stride >= 0 && O.padding >= 0 && 2 * O.padding <= K)
 struct Pool2d {
   static constexpr std::string_view kind = P == PoolKind::max ? "max_pool2d" : "avg_pool2d";
+  static constexpr LayerOp op = P == PoolKind::max ? LayerOp::max_pool2d : LayerOp::avg_pool2d;
   static constexpr PoolKind pool = P;
   static constexpr std::int64_t kernel_size = K;
   static constexpr std::int64_t stride = O.stride == 0 ? K : O.stride;
@@ -309,6 +314,7 @@ template <std::int64_t H, std::int64_t W = H>
   requires(H > 0 && W > 0)
 struct AdaptiveAvgPool2d {
   static constexpr std::string_view kind = "adaptive_avg_pool2d";
+  static constexpr LayerOp op = LayerOp::adaptive_avg_pool2d;
   static constexpr std::int64_t out_h = H;
   static constexpr std::int64_t out_w = W;
 
@@ -331,6 +337,7 @@ struct AdaptiveAvgPool2d {
 /// torch.flatten(x, 1): [N, d1, d2, ...] -> [N, d1 * d2 * ...].
 struct Flatten {
   static constexpr std::string_view kind = "flatten";
+  static constexpr LayerOp op = LayerOp::flatten;
 
   template <class X>
   struct output {
@@ -353,6 +360,7 @@ template <Name N = "add">
 struct Add {
   static constexpr auto name = N;
   static constexpr std::string_view kind = "add";
+  static constexpr LayerOp op = LayerOp::add;
 
   template <class A, class B>
   struct output {

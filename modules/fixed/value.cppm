@@ -46,11 +46,26 @@ using dims_from = typename value_detail::dims_from<Array, std::make_index_sequen
 template <class T>
 concept Real = std::same_as<T, float> || std::same_as<T, double>;
 
+/// What a layer computes: how the lowering turns its node into an executable op.
+enum class LayerOp : std::uint8_t {
+  input,
+  linear,
+  conv2d,
+  batch_norm2d,
+  activation,
+  max_pool2d,
+  avg_pool2d,
+  adaptive_avg_pool2d,
+  flatten,
+  add,
+};
+
 /// A model's input: its name (the key of the tensor fed to it), element type and shape.
 template <Name N, Real T, class D>
 struct Input {
   static constexpr auto name = N;
   static constexpr std::string_view kind = "input";
+  static constexpr LayerOp op = LayerOp::input;
 };
 
 /// A value: computed by `Layer` from the values `Inputs` (none for an Input).

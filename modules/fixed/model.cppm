@@ -1,0 +1,330 @@
+// teeny.fixed:model — a typed model loaded on the CPU: the steps of its StaticPlan as a std::tuple
+// of the run-time path's own executable ops (linear_op, conv_op, ...) with their bound arguments and
+// prepared CPU kernels, the activation arena a member array of the constexpr size, and forward a
+// fold over the tuple: no variant, no virtual call, no input matching by name.
+//
+//   auto x = tf::input<"x", float, 1, 1, 28, 28>();
+//   static tf::Model<decltype(fixed_models::mlp(x))> mlp;       // the arena lives in the object
+//   alignas(64) static std::byte weights[decltype(mlp)::param_bytes];
+//   tf::read_weights<decltype(mlp)::network>(*file, weights);   // or weights compiled in
+//   mlp.load(weights);                                           // Result<void>
+//   auto logits = mlp.forward(pixels);                           // Result<TensorView<const float>>
+//
+// The weights are read in place (never copied): they must outlive the model. The model holds
+// pointers into itself, so it is neither copied nor moved: declare it where it is used.
+module;
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "math/elementwise.hpp"
+export module teeny.fixed:model;
+import teeny.core;
+import teeny.graph;
+import teeny.model;
+import teeny.ops;
+import teeny.io;
+import teeny.cpu;
+import :name;
+import :value;
+import :layers;
+import :network;
+import :plan;
+
+export namespace teeny::fixed {
+
+namespace model_detail {
+template <class List, std::size_t I>
+struct at;
+template <class First, class... Rest>
+struct at<TypeList<First, Rest...>, 0> {
+  using type = First;
+};
+template <class First, class... Rest, std::size_t I>
+struct at<TypeList<First, Rest...>, I> {
+  using type = typename at<TypeList<Rest...>, I - 1>::type;
+};
+
+template <class L>
+concept Named = requires { L::name.view(); };
+
+template <class L>
+constexpr std::string_view name_of() {
+  if constexpr (Named<L>) {
+    return L::name.view();
+  } else {
+    return L::kind;
+  }
+}
+
+// The executable op the run-time path's standard lowering makes for node I, with the plan's
+// folds. The ops' symbolic output shape (OpOutput::shape) is left empty: the typed plan has the
+// shapes in its types and nothing on the load and run path reads it.
+template <class Net, std::size_t I>
+auto make_op() {
+  using V = typename at<typename Net::nodes, I>::type;
+  using L = typename V::layer;
+  using T = typename V::element;
+  constexpr NodePlan p = StaticPlan<typename Net::output>::nodes[I];
+  const OpOutput out{{}, dtype_of<T>};
+  const Epilogue epilogue{p.activation, p.fn, {}};
+  if constexpr (L::op == LayerOp::linear) {
+    return linear_op<T>{::teeny::Linear{.in_features = L::in_features,
+                                        .out_features = L::out_features,
+                                        .bias = L::options.bias},
+                        out, epilogue};
+  } else if constexpr (L::op == LayerOp::conv2d) {
+    constexpr auto o = L::options;
+    auto op = conv_op<T>::from(::teeny::Conv2d{.in_channels = L::in_channels,
+                                               .out_channels = L::out_channels,
+                                               .kernel = {L::kernel_size, L::kernel_size},
+                                               .stride = {o.stride, o.stride},
+                                               .padding = {o.padding, o.padding},
+                                               .dilation = {o.dilation, o.dilation},
+                                               .groups = o.groups,
+                                               .bias = o.bias},
+                               out);
+    op.epilogue = epilogue;
+    if constexpr (p.norm != no_node) {
+      using Norm = typename at<typename Net::nodes, p.norm>::type::layer;
+      op.norm = ::teeny::BatchNorm{.num_features = Norm::num_features, .eps = Norm::options.eps};
+    }
+    op.residual = p.residual != no_node;
+    return op;
+  } else if constexpr (L::op == LayerOp::batch_norm2d) {
+    return batch_norm_op<T>{::teeny::BatchNorm{.num_features = L::num_features, .eps = L::options.eps}, out,
+                            epilogue};
+  } else if constexpr (L::op == LayerOp::activation) {
+    return unary_op<T>{L::fn, {}, out};
+  } else if constexpr (L::op == LayerOp::max_pool2d) {
+    return max_pool2d_op<T>{::teeny::MaxPool2d{.kernel = {L::kernel_size, L::kernel_size},
+                                               .stride = ::teeny::Size2{L::stride, L::stride},
+                                               .padding = {L::padding, L::padding}},
+                            out};
+  } else if constexpr (L::op == LayerOp::avg_pool2d) {
+    return avg_pool2d_op<T>{::teeny::AvgPool2d{.kernel = {L::kernel_size, L::kernel_size},
+                                               .stride = ::teeny::Size2{L::stride, L::stride},
+                                               .padding = {L::padding, L::padding}},
+                            out};
+  } else if constexpr (L::op == LayerOp::adaptive_avg_pool2d) {
+    return adaptive_avg_pool2d_op<T>{::teeny::AdaptiveAvgPool2d{.output_size = {L::out_h, L::out_w}}, out};
+  } else if constexpr (L::op == LayerOp::add) {
+    return binary_op<T>{BinaryFn::add, out, epilogue};
+  } else {
+    static_assert(sizeof(L) == 0, "inputs and views (Flatten) are not lowered to ops");
+  }
+}
+
+template <class Op>
+using state_t = typename std::remove_cvref_t<decltype(prepare_kernel(
+    std::declval<const Op&>(), std::declval<const typename Op::Args&>(), std::declval<CpuContext&>()))>::value_type;
+
+/// One step: the op, its arguments (views into the arena and the weights) and its kernel's state.
+template <class Op>
+struct Step {
+  Op op;
+  typename Op::Args args{};
+  state_t<Op> state{};
+};
+
+template <class Net, std::size_t I>
+using op_t = decltype(make_op<Net, I>());
+
+template <class Net, class Index>
+struct steps_tuple;
+template <class Net, std::size_t... K>
+struct steps_tuple<Net, std::index_sequence<K...>> {
+  using plan = StaticPlan<typename Net::output>;
+  using type = std::tuple<Step<op_t<Net, plan::steps[K]>>...>;
+};
+
+// The index of the model's input node (one input: several are planned).
+template <class Net>
+constexpr std::size_t input_node() {
+  using plan = StaticPlan<typename Net::output>;
+  std::size_t found = no_node;
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < plan::n_nodes; ++i) {
+    if (plan::nodes[i].role == Role::input) {
+      found = i;
+      ++count;
+    }
+  }
+  return count == 1 ? found : no_node;
+}
+}  // namespace model_detail
+
+/// A typed model on the CPU. See the top of this file.
+template <Value Output>
+class Model {
+ public:
+  using network = Network<Output>;
+  using plan = StaticPlan<Output>;
+  using element = typename Output::element;
+  using input_value = typename model_detail::at<typename network::nodes, model_detail::input_node<network>()>::type;
+  static_assert(model_detail::input_node<network>() != no_node,
+                "a typed model takes one input (models with several inputs are planned)");
+
+  /// The activation arena (inputs and step outputs, reused by lifetime) and the weights' size.
+  static constexpr std::size_t arena_bytes = plan::arena_bytes;
+  static constexpr std::size_t param_bytes = network::param_bytes;
+  /// Elements of the input and of the output.
+  static constexpr std::size_t input_size = static_cast<std::size_t>(input_value::dims::numel);
+  static constexpr std::size_t output_size = static_cast<std::size_t>(Output::dims::numel);
+
+  Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  /// Binds `weights` (param_bytes, laid out as network::param_offsets, 64-byte aligned; read in
+  /// place, so they must outlive the model) and prepares every kernel. A model loads once.
+  Result<void> load(std::span<const std::byte> weights, CpuOptions options = {}) {
+    if (loaded_) return fail(Errc::invalid_argument, "the typed model is loaded already");
+    if (weights.size() != param_bytes) {
+      return fail(Errc::invalid_argument, "weights: ", weights.size(), " bytes, but the model's parameters take ",
+                  param_bytes, " (Network::param_bytes)");
+    }
+    if (reinterpret_cast<std::uintptr_t>(weights.data()) % network::param_alignment != 0) {
+      return fail(Errc::invalid_argument, "weights: the buffer must be ", network::param_alignment,
+                  "-byte aligned (alignas(", network::param_alignment, "))");
+    }
+    weights_ = weights.data();
+    cpu_ = CpuContext(options);
+    auto prepared = prepare(std::make_index_sequence<plan::n_steps>{});
+    if (!prepared) return prepared;
+    loaded_ = true;
+    return ok();
+  }
+
+  /// Runs the model on `x` (input_size elements, row-major in the input's Dims). The result views
+  /// the arena: valid until the next forward.
+  Result<TensorView<const element>> forward(std::span<const element> x) {
+    if (!loaded_) return fail(Errc::invalid_argument, "the typed model is not loaded (call load first)");
+    if (x.size() != input_size) {
+      return fail(Errc::invalid_argument, "input '", input_value::layer::name.view(), "' has ", x.size(),
+                  " elements but its shape ", input_value::dims::shape(), " takes ", input_size);
+    }
+    std::memcpy(arena_ + plan::offset_of(input_index), x.data(), sizeof(element) * input_size);
+    std::apply([this](auto&... step) { (run_kernel(step.op, step.args, step.state, cpu_), ...); }, steps_);
+    return output();
+  }
+
+  /// The output of the last forward.
+  TensorView<const element> output() const {
+    return {reinterpret_cast<const element*>(arena_ + plan::offset_of(plan::n_nodes - 1)), Output::dims::shape()};
+  }
+  bool loaded() const { return loaded_; }
+
+ private:
+  static constexpr std::size_t input_index = model_detail::input_node<network>();
+
+  template <std::size_t I>
+  TensorBinding binding() {
+    using V = typename model_detail::at<typename network::nodes, I>::type;
+    return {arena_ + plan::offset_of(I), dtype_of<typename V::element>, V::dims::shape(), 0};
+  }
+
+  // The weights of `slot` of node I's op: its own key, or a folded BatchNorm's for "norm.*".
+  template <std::size_t I>
+  Result<TensorBinding> param_binding(std::string_view slot) {
+    constexpr NodePlan p = plan::nodes[I];
+    std::string_view scope = model_detail::name_of<typename model_detail::at<typename network::nodes, I>::type::layer>();
+    constexpr std::string_view norm_prefix = "norm.";
+    if (slot.starts_with(norm_prefix)) {
+      if constexpr (p.norm != no_node) {
+        scope = model_detail::name_of<typename model_detail::at<typename network::nodes, p.norm>::type::layer>();
+        slot.remove_prefix(norm_prefix.size());
+      }
+    }
+    for (std::size_t i = 0; i < network::params.size(); ++i) {
+      const std::string_view key = network::params[i].key;
+      if (key.size() == scope.size() + 1 + slot.size() && key.starts_with(scope) && key[scope.size()] == '.' &&
+          key.ends_with(slot)) {
+        // Read only: the kernels view parameters as const.
+        return TensorBinding{const_cast<std::byte*>(weights_ + network::param_offsets[i]), network::params[i].dtype,
+                             network::params[i].shape, 0};
+      }
+    }
+    return fail(Errc::internal, "no parameter '", scope, ".", slot, "' in the typed model's table");
+  }
+
+  template <std::size_t K>
+  Result<void> prepare_step() {
+    constexpr std::size_t I = plan::steps[K];
+    constexpr NodePlan p = plan::nodes[I];
+    using L = typename model_detail::at<typename network::nodes, I>::type::layer;
+    auto& step = std::get<K>(steps_);
+    step.op = model_detail::make_op<network, I>();
+    const auto where = [] { return cat("node '", model_detail::name_of<L>(), "' (", L::kind, ")"); };
+
+    std::array<TensorBinding, 3> inputs{};
+    std::size_t n_inputs = 0;
+    [&]<std::size_t... S>(std::index_sequence<S...>) {
+      ((inputs[n_inputs++] = binding<plan::nodes[I].inputs[S]>()), ...);
+    }(std::make_index_sequence<p.n_inputs>{});
+    if constexpr (p.residual != no_node) inputs[n_inputs++] = binding<p.residual>();
+
+    std::array<TensorBinding, 8> params{};
+    const auto slots = param_names(step.op);
+    if (slots.size() > params.size()) return fail(Errc::internal, "too many parameter slots").context(where());
+    for (std::size_t s = 0; s < slots.size(); ++s) {
+      auto bound = param_binding<I>(slots[s]);
+      if (!bound) return std::move(bound).error().context(where());
+      params[s] = *bound;
+    }
+    const OpBindings bindings{std::span<const TensorBinding>(inputs.data(), n_inputs),
+                              std::span<const TensorBinding>(params.data(), slots.size()), binding<I>()};
+    auto args = step.op.pack_args(bindings);
+    if (!args) return std::move(args).error().context(where());
+    step.args = *args;
+    auto state = prepare_kernel(step.op, step.args, cpu_);
+    if (!state) return std::move(state).error().context(where());
+    step.state = std::move(*state);
+    return ok();
+  }
+
+  template <std::size_t... K>
+  Result<void> prepare(std::index_sequence<K...>) {
+    Result<void> result = ok();
+    (void)((result = prepare_step<K>(), static_cast<bool>(result)) && ...);
+    return result;
+  }
+
+  alignas(plan::arena_alignment) std::byte arena_[arena_bytes]{};
+  const std::byte* weights_ = nullptr;
+  CpuContext cpu_{};
+  typename model_detail::steps_tuple<network, std::make_index_sequence<plan::n_steps>>::type steps_{};
+  bool loaded_ = false;
+};
+
+/// Fills `image` (Net::param_bytes, laid out as Net::param_offsets) from a safetensors file by
+/// PyTorch key, with the run-time path's checks: strict by default (every missing, unexpected,
+/// mis-shaped or unconvertible key in one error, nothing written), floating dtypes converted.
+template <class Net>
+Result<LoadReport> read_weights(const ParamSource& source, std::span<std::byte> image, LoadOptions options = {}) {
+  if (image.size() != Net::param_bytes) {
+    return fail(Errc::invalid_argument, "weight image: ", image.size(), " bytes, but the model's parameters take ",
+                Net::param_bytes);
+  }
+  std::vector<ParamTarget> targets;
+  for (std::size_t i = 0; i < Net::params.size(); ++i) {
+    const ParamSpec& p = Net::params[i];
+    const auto bytes = static_cast<std::size_t>(p.shape.numel()) * size_of(p.dtype);
+    targets.push_back({std::string(p.key), p.dtype, p.shape, image.subspan(Net::param_offsets[i], bytes)});
+  }
+  return load_parameters(source, targets, options);
+}
+template <class Net>
+Result<LoadReport> read_weights(const SafetensorsFile& file, std::span<std::byte> image, LoadOptions options = {}) {
+  return read_weights<Net>(ParamSource::of(file), image, options);
+}
+
+}  // namespace teeny::fixed

@@ -1,0 +1,207 @@
+// teeny.fixed: the typed lowering's decisions, the constexpr memory plan (sizes computed by hand),
+// and typed models run on the CPU against the run-time path (same weights, same input: at most
+// 1e-6 relative) and against PyTorch's logits (tests/fixtures/models, tools/make_fixtures.py).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+import teeny;
+
+#include "fixed_models.hpp"
+#include "models.hpp"
+#include "support/allocation_counter.hpp"
+#include "support/fixtures.hpp"
+
+namespace {
+namespace tf = teeny::fixed;
+
+// ---- the MLP at batch 64 ----
+using mlp64 = tf::StaticPlan<decltype(fixed_models::mlp(tf::input<"x", float, 64, 1, 28, 28>()))>;
+// x, flatten (a view of x), fc1 (+relu), fc2 (+relu), fc3: three steps.
+static_assert(mlp64::n_steps == 3);
+static_assert(mlp64::steps == std::array<std::size_t, 3>{2, 4, 6});
+static_assert(mlp64::nodes[1].role == tf::Role::view && mlp64::nodes[1].buffer == 0);
+static_assert(mlp64::nodes[3].role == tf::Role::fused && mlp64::nodes[2].activation);
+static_assert(!mlp64::nodes[6].activation);
+// Buffers: x 64*784*4 = 200704 bytes (read by fc1), fc1 64*512*4 = 131072 (live while fc2 runs),
+// fc2 131072, fc3 64*10*4 = 2560. Largest first: x at 0; fc1 beside it at 200704; fc2 where x was
+// (x is dead once fc1 ran); fc3 after fc2, over fc1's bytes (dead once fc2 ran).
+static_assert(mlp64::nodes[0].offset == 0 && mlp64::nodes[2].offset == 200704);
+static_assert(mlp64::nodes[4].offset == 0 && mlp64::nodes[6].offset == 131072);
+static_assert(mlp64::arena_bytes == 200704 + 131072);
+static_assert(mlp64::naive_bytes == 200704 + 2 * 131072 + 2560);
+
+// ---- ResNet basic blocks: what folds where ----
+using block_x = decltype(tf::input<"x", float, 2, 64, 8, 8>());
+using identity_block = tf::StaticPlan<decltype(fixed_models::basic_block<"layer1.0", 64, 64>(block_x{}))>;
+// x, conv1 (+bn1 +relu), conv2 (+bn2, + x as residual, +relu): two steps.
+static_assert(identity_block::n_steps == 2);
+static_assert(identity_block::nodes[4].norm == 5 && identity_block::nodes[4].residual == 0);
+static_assert(identity_block::nodes[4].activation && identity_block::nodes[4].run_at == 7);
+using down_block = tf::StaticPlan<decltype(fixed_models::basic_block<"layer2.0", 64, 128, 2>(block_x{}))>;
+// Nodes: x, conv1, bn1, relu, conv2, bn2, downsample.0, downsample.1, add, relu. conv2 takes the
+// downsample branch as its residual, so it runs after it, where the add was.
+static_assert(down_block::n_steps == 3);
+static_assert(down_block::steps == std::array<std::size_t, 3>{1, 6, 4});
+static_assert(down_block::nodes[4].residual == 7 && down_block::nodes[6].norm == 7);
+
+// ---- an activation after a view, an add nothing can fold ----
+constexpr auto unfused(tf::Value auto x) {
+  constexpr tf::Linear<"fc", 4, 4> fc;
+  auto h = fc(x);
+  return tf::relu(tf::add(h, h));  // fc read twice: the add is a step, the relu its epilogue
+}
+using unfused_plan = tf::StaticPlan<decltype(unfused(tf::input<"x", float, 2, 4>()))>;
+static_assert(unfused_plan::n_steps == 2 && unfused_plan::nodes[2].role == tf::Role::step);
+static_assert(unfused_plan::nodes[2].activation && !unfused_plan::nodes[1].activation);
+
+struct Fixture {
+  teeny::SafetensorsFile file;
+  teeny::Tensor x;
+  teeny::Tensor logits;
+};
+Fixture fixture(const std::string& name) {
+  auto file = teeny::SafetensorsFile::open(fixtures::path("models/" + name + ".safetensors"));
+  REQUIRE_MESSAGE(file, (file ? "" : file.error().to_string()));
+  auto x = file->read("in.x");
+  auto logits = file->read("out.logits");
+  REQUIRE(x);
+  REQUIRE(logits);
+  return {std::move(*file), std::move(*x), std::move(*logits)};
+}
+
+// A 64-byte-aligned weight image.
+struct Image {
+  struct Free {
+    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<std::byte, Free> bytes;
+  std::size_t size = 0;
+  explicit Image(std::size_t n) : bytes(static_cast<std::byte*>(::operator new(n, std::align_val_t{64}))), size(n) {}
+  std::span<std::byte> span() const { return {bytes.get(), size}; }
+};
+
+// The run-time path's logits for the same graph, weights and input.
+std::vector<float> runtime_logits(const teeny::Graph& graph, const Fixture& fx) {
+  auto model = teeny::load_cpu(graph, {{"batch", fx.x.shape()[0]}});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  REQUIRE(model->load_weights(fx.file, {.strict = false}));
+  const teeny::TensorRef in[] = {teeny::TensorRef::of("x", fx.x)};
+  REQUIRE(model->forward(in));
+  auto out = model->output<float>("logits");
+  REQUIRE(out);
+  return {out->data, out->data + out->numel()};
+}
+
+// Loads the typed model M from the fixture's weights, runs it on the fixture's input and checks
+// its logits against the run-time path's (1e-6 relative) and PyTorch's (rtol, atol).
+template <class M>
+void check_typed_model(M& model, const teeny::Graph& graph, const Fixture& fx, double rtol, double atol) {
+  Image weights(M::param_bytes);
+  auto report = tf::read_weights<typename M::network>(fx.file, weights.span(), {.strict = false});
+  REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
+  CHECK(report->missing.empty());
+  CHECK(report->mismatched.empty());
+  CHECK(report->skipped_unexpected == std::vector<std::string>{"in.x", "out.logits"});
+  auto loaded = model.load(weights.span());
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+
+  auto x = fx.x.view<float>();
+  REQUIRE(x);
+  auto out = model.forward(std::span<const float>(x->data, static_cast<std::size_t>(x->numel())));
+  REQUIRE_MESSAGE(out, (out ? "" : out.error().to_string()));
+  const std::size_t allocations = test_support::allocation_count();
+  REQUIRE(model.forward(std::span<const float>(x->data, static_cast<std::size_t>(x->numel()))));
+  CHECK(test_support::allocation_count() == allocations);  // forward allocates nothing
+
+  const std::vector<float> reference = runtime_logits(graph, fx);
+  auto pytorch = fx.logits.view<float>();
+  REQUIRE(pytorch);
+  REQUIRE(out->numel() == pytorch->numel());
+  REQUIRE(reference.size() == static_cast<std::size_t>(out->numel()));
+  double vs_runtime = 0;
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < out->numel(); ++i) {
+    const double got = out->data[i];
+    const double rt = reference[static_cast<std::size_t>(i)];
+    vs_runtime = std::max(vs_runtime, std::abs(got - rt) / std::max(std::abs(rt), 1e-30));
+    const double want = pytorch->data[i];
+    if (!(std::abs(got - want) <= atol + rtol * std::abs(want))) ++bad;
+  }
+  MESSAGE("typed vs run-time path: max relative difference " << vs_runtime);
+  CHECK(vs_runtime <= 1e-6);
+  CHECK(bad == 0);
+}
+
+teeny::Graph built(teeny::Result<teeny::Graph> graph) {
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  return std::move(*graph);
+}
+
+using mlp3 = tf::Model<decltype(fixed_models::mlp(tf::input<"x", float, 3, 1, 28, 28>()))>;
+using lenet3 = tf::Model<decltype(fixed_models::lenet(tf::input<"x", float, 3, 1, 28, 28>()))>;
+using resnet1 = tf::Model<decltype(fixed_models::resnet18(tf::input<"x", float, 1, 3, 64, 64>()))>;
+// stem conv1+bn1+relu, maxpool; 8 blocks of conv1+bn1+relu and conv2+bn2+add+relu; 3 downsamples of
+// conv+bn; avgpool, fc (the flatten is a view): one step fewer than the run-time path's 24.
+static_assert(resnet1::plan::n_steps == 2 + 8 * 2 + 3 + 2);
+
+}  // namespace
+
+TEST_CASE("the typed MLP computes what the run-time path and PyTorch compute") {
+  auto model = std::make_unique<mlp3>();
+  check_typed_model(*model, built(models::mlp()), fixture("mlp"), 1e-5, 1e-6);
+}
+
+TEST_CASE("the typed LeNet computes what the run-time path and PyTorch compute") {
+  auto model = std::make_unique<lenet3>();
+  check_typed_model(*model, built(models::lenet()), fixture("lenet"), 1e-5, 1e-6);
+}
+
+TEST_CASE("the typed ResNet-18 (folded BatchNorms, residual adds, downsample branches) computes what the run-time "
+          "path and PyTorch compute") {
+  auto model = std::make_unique<resnet1>();
+  check_typed_model(*model, built(models::resnet18(64)), fixture("resnet18"), 1e-4, 1e-5);
+}
+
+TEST_CASE("a typed model refuses weights of the wrong size or alignment, an input of the wrong size, a second load") {
+  auto model = std::make_unique<mlp3>();
+  auto early = model->forward(std::span<const float>{});
+  REQUIRE(!early);
+  CHECK(early.error().message() == "the typed model is not loaded (call load first)");
+
+  Image weights(mlp3::param_bytes + 64);
+  auto size = model->load(weights.span().first(100));
+  REQUIRE(!size);
+  CHECK(size.error().code() == teeny::Errc::invalid_argument);
+  CHECK(size.error().message() == "weights: 100 bytes, but the model's parameters take " +
+                                      std::to_string(mlp3::param_bytes) + " (Network::param_bytes)");
+  auto misaligned = model->load(weights.span().subspan(4, mlp3::param_bytes));
+  REQUIRE(!misaligned);
+  CHECK(misaligned.error().message() == "weights: the buffer must be 64-byte aligned (alignas(64))");
+
+  std::memset(weights.bytes.get(), 0, weights.size);
+  REQUIRE(model->load(weights.span().first(mlp3::param_bytes)));
+  auto again = model->load(weights.span().first(mlp3::param_bytes));
+  REQUIRE(!again);
+  CHECK(again.error().message() == "the typed model is loaded already");
+
+  std::vector<float> x(mlp3::input_size + 1);
+  auto wrong = model->forward(x);
+  REQUIRE(!wrong);
+  CHECK(wrong.error().message() == "input 'x' has 2353 elements but its shape [3, 1, 28, 28] takes 2352");
+  auto right = model->forward(std::span<const float>(x).first(mlp3::input_size));
+  REQUIRE(right);
+  CHECK(right->shape == teeny::ConcreteShape{3, 10});
+  CHECK(std::all_of(right->data, right->data + 30, [](float v) { return v == 0.0f; }));  // zero weights
+}
