@@ -77,10 +77,9 @@ auto make_op() {
   const OpOutput out{{}, dtype_of<T>};
   const Epilogue epilogue{p.activation, p.fn, {}};
   if constexpr (L::op == LayerOp::linear) {
-    return linear_op<T>{::teeny::Linear{.in_features = L::in_features,
-                                        .out_features = L::out_features,
-                                        .bias = L::options.bias},
-                        out, epilogue};
+    return linear_op<T>{
+        ::teeny::Linear{.in_features = L::in_features, .out_features = L::out_features, .bias = L::options.bias}, out,
+        epilogue};
   } else if constexpr (L::op == LayerOp::conv2d) {
     constexpr auto o = L::options;
     auto op = conv_op<T>::from(::teeny::Conv2d{.in_channels = L::in_channels,
@@ -100,8 +99,7 @@ auto make_op() {
     op.residual = p.residual != no_node;
     return op;
   } else if constexpr (L::op == LayerOp::batch_norm2d) {
-    return batch_norm_op<T>{::teeny::BatchNorm{.num_features = L::num_features, .eps = L::options.eps}, out,
-                            epilogue};
+    return batch_norm_op<T>{::teeny::BatchNorm{.num_features = L::num_features, .eps = L::options.eps}, out, epilogue};
   } else if constexpr (L::op == LayerOp::activation) {
     return unary_op<T>{L::fn, {}, out};
   } else if constexpr (L::op == LayerOp::max_pool2d) {
@@ -196,12 +194,62 @@ class Model {
       return fail(Errc::invalid_argument, "weights: the buffer must be ", network::param_alignment,
                   "-byte aligned (alignas(", network::param_alignment, "))");
     }
-    weights_ = weights.data();
-    cpu_ = CpuContext(options);
-    auto prepared = prepare(std::make_index_sequence<plan::n_steps>{});
-    if (!prepared) return prepared;
-    loaded_ = true;
-    return ok();
+    for (std::size_t i = 0; i < network::params.size(); ++i) weights_[i] = weights.data() + network::param_offsets[i];
+    return prepare_all(options);
+  }
+
+  /// Binds the weights by PyTorch key from named tensors (the table a source made by
+  /// tools/embed_weights declares, or any TensorRefs; read in place, so they must outlive the
+  /// model): every parameter once, with its dtype and shape, aligned for its element type, and
+  /// nothing else. Every problem is reported at once, one per line.
+  Result<void> load(std::span<const TensorRef> tensors, CpuOptions options = {}) {
+    if (loaded_) return fail(Errc::invalid_argument, "the typed model is loaded already");
+    std::string problems;
+    std::size_t n_problems = 0;
+    Errc code = Errc::invalid_argument;
+    auto problem = [&](Errc c, auto&&... parts) {
+      if (n_problems++ == 0) code = c;
+      problems += cat("\n  ", parts...);
+    };
+    for (std::size_t i = 0; i < network::params.size(); ++i) {
+      const ParamSpec& p = network::params[i];
+      const TensorRef* found = nullptr;
+      for (const TensorRef& t : tensors) {
+        if (t.name != p.key) continue;
+        if (found != nullptr) {
+          problem(Errc::duplicate, "'", p.key, "': given twice");
+          break;
+        }
+        found = &t;
+      }
+      weights_[i] = nullptr;
+      if (found == nullptr) {
+        problem(Errc::not_found, "'", p.key, "': missing");
+        continue;
+      }
+      const auto bytes = static_cast<std::size_t>(p.shape.numel()) * size_of(p.dtype);
+      if (found->dtype != p.dtype || found->shape != p.shape) {
+        problem(found->shape != p.shape ? Errc::shape_mismatch : Errc::dtype_mismatch, "'", p.key, "': tensor has ",
+                found->dtype, " ", found->shape, " but the model expects ", p.dtype, " ", p.shape);
+      } else if (found->data.size() != bytes) {
+        problem(Errc::invalid_argument, "'", p.key, "': ", found->data.size(), " bytes for ", p.dtype, " ", p.shape,
+                ", which takes ", bytes);
+      } else if (bytes != 0 && reinterpret_cast<std::uintptr_t>(found->data.data()) % size_of(p.dtype) != 0) {
+        problem(Errc::invalid_argument, "'", p.key, "': the data is not aligned for ", p.dtype);
+      } else {
+        weights_[i] = found->data.data();
+      }
+    }
+    for (const TensorRef& t : tensors) {
+      if (network::param_index(t.name) == network::params.size()) {
+        problem(Errc::invalid_argument, "'", t.name, "': not a parameter of the model (", t.dtype, " ", t.shape, ")");
+      }
+    }
+    if (n_problems != 0) {
+      return fail(code, "cannot load the typed model's ", network::params.size(), " parameters from ", tensors.size(),
+                  " tensors (", n_problems, n_problems == 1 ? " problem):" : " problems):", problems);
+    }
+    return prepare_all(options);
   }
 
   /// Runs the model on `x` (input_size elements, row-major in the input's Dims). The result views
@@ -236,7 +284,8 @@ class Model {
   template <std::size_t I>
   Result<TensorBinding> param_binding(std::string_view slot) {
     constexpr NodePlan p = plan::nodes[I];
-    std::string_view scope = model_detail::name_of<typename model_detail::at<typename network::nodes, I>::type::layer>();
+    std::string_view scope =
+        model_detail::name_of<typename model_detail::at<typename network::nodes, I>::type::layer>();
     constexpr std::string_view norm_prefix = "norm.";
     if (slot.starts_with(norm_prefix)) {
       if constexpr (p.norm != no_node) {
@@ -249,8 +298,8 @@ class Model {
       if (key.size() == scope.size() + 1 + slot.size() && key.starts_with(scope) && key[scope.size()] == '.' &&
           key.ends_with(slot)) {
         // Read only: the kernels view parameters as const.
-        return TensorBinding{const_cast<std::byte*>(weights_ + network::param_offsets[i]), network::params[i].dtype,
-                             network::params[i].shape, 0};
+        return TensorBinding{const_cast<std::byte*>(weights_[i]), network::params[i].dtype, network::params[i].shape,
+                             0};
       }
     }
     return fail(Errc::internal, "no parameter '", scope, ".", slot, "' in the typed model's table");
@@ -291,6 +340,14 @@ class Model {
     return ok();
   }
 
+  Result<void> prepare_all(CpuOptions options) {
+    cpu_ = CpuContext(options);
+    auto prepared = prepare(std::make_index_sequence<plan::n_steps>{});
+    if (!prepared) return prepared;
+    loaded_ = true;
+    return ok();
+  }
+
   template <std::size_t... K>
   Result<void> prepare(std::index_sequence<K...>) {
     Result<void> result = ok();
@@ -299,7 +356,7 @@ class Model {
   }
 
   alignas(plan::arena_alignment) std::byte arena_[arena_bytes]{};
-  const std::byte* weights_ = nullptr;
+  std::array<const std::byte*, network::params.size()> weights_{};  // each parameter's bytes
   CpuContext cpu_{};
   typename model_detail::steps_tuple<network, std::make_index_sequence<plan::n_steps>>::type steps_{};
   bool loaded_ = false;

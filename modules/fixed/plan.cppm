@@ -159,8 +159,7 @@ constexpr std::array<NodePlan, N> lower(std::array<NodePlan, N> nodes, const std
         }
         break;
       }
-      default:
-        break;
+      default: break;
     }
     make_step(i);
   }

@@ -168,8 +168,9 @@ TEST_CASE("the typed LeNet computes what the run-time path and PyTorch compute")
   check_typed_model(*model, built(models::lenet()), fixture("lenet"), 1e-5, 1e-6);
 }
 
-TEST_CASE("the typed ResNet-18 (folded BatchNorms, residual adds, downsample branches) computes what the run-time "
-          "path and PyTorch compute") {
+TEST_CASE(
+    "the typed ResNet-18 (folded BatchNorms, residual adds, downsample branches) computes what the run-time "
+    "path and PyTorch compute") {
   auto model = std::make_unique<resnet1>();
   check_typed_model(*model, built(models::resnet18(64)), fixture("resnet18"), 1e-4, 1e-5);
 }
