@@ -1,6 +1,6 @@
 #pragma once
-// The reference models of models.hpp as typed models (teeny.fixed): the same layers, the same
-// PyTorch names, so the same weight files load into either. Each takes its input value and returns
+// Models of models.hpp as typed models (teeny.fixed): the same layers, the same PyTorch names, so
+// the same weight files load into either. Each takes its input value and returns
 // its output value; shapes are checked when a function is instantiated for an input:
 //   using mlp = teeny::fixed::Network<decltype(fixed_models::mlp(teeny::fixed::input<"x", float, 64, 1, 28, 28>()))>;
 // Include after `import teeny;` (or `import teeny.fixed;`).
@@ -44,17 +44,15 @@ constexpr auto basic_block(tf::Value auto x) {
   }
 }
 
-/// torchvision.models.resnet18 for [N, 3, H, W].
-constexpr auto resnet18(tf::Value auto x) {
-  using stem = tf::Sequential<tf::Conv2d<"conv1", 3, 64, 7, {.stride = 2, .padding = 3, .bias = false}>,
-                              tf::BatchNorm2d<"bn1", 64>, tf::ReLU, tf::MaxPool2d<3, {.stride = 2, .padding = 1}>>;
-  auto h = stem{}(x);
-  auto l1 = basic_block<"layer1.1", 64, 64>(basic_block<"layer1.0", 64, 64>(h));
-  auto l2 = basic_block<"layer2.1", 128, 128>(basic_block<"layer2.0", 64, 128, 2>(l1));
-  auto l3 = basic_block<"layer3.1", 256, 256>(basic_block<"layer3.0", 128, 256, 2>(l2));
-  auto l4 = basic_block<"layer4.1", 512, 512>(basic_block<"layer4.0", 256, 512, 2>(l3));
-  constexpr tf::Linear<"fc", 512, 1000> fc;
-  return fc(tf::flatten(tf::AdaptiveAvgPool2d<1>{}(l4)));
+/// A small residual CNN (models::residual_cnn) for [N, 3, H, W]: conv1 Conv2d(3, 16, 3, padding=1) -> bn1
+/// -> relu, layer1.0 BasicBlock(16, 16), layer2.0 BasicBlock(16, 32, stride 2) with its downsample,
+/// global average pool, fc Linear(32, 10).
+constexpr auto residual_cnn(tf::Value auto x) {
+  using stem = tf::Sequential<tf::Conv2d<"conv1", 3, 16, 3, {.padding = 1, .bias = false}>, tf::BatchNorm2d<"bn1", 16>,
+                              tf::ReLU>;
+  auto h = basic_block<"layer2.0", 16, 32, 2>(basic_block<"layer1.0", 16, 16>(stem{}(x)));
+  constexpr tf::Linear<"fc", 32, 10> fc;
+  return fc(tf::flatten(tf::AdaptiveAvgPool2d<1>{}(h)));
 }
 
 }  // namespace fixed_models

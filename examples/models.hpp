@@ -69,6 +69,21 @@ inline teeny::Value basic_block(teeny::GraphBuilder& b, teeny::Value x, const st
   return b.relu(b.add(out, identity));
 }
 
+/// A small residual CNN for [batch, 3, image, image]: conv1 Conv2d(3, 16, 3, padding=1) -> bn1 -> relu,
+/// layer1.0 BasicBlock(16, 16), layer2.0 BasicBlock(16, 32, stride 2) with its downsample, global
+/// average pool, fc Linear(32, 10).
+inline teeny::Result<teeny::Graph> residual_cnn(std::int64_t image = 32) {
+  teeny::GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {teeny::Dim::sym("batch"), 3, image, image});
+  auto h = b.conv2d(x, 16, 3, {.padding = 1, .bias = false}).named("conv1");
+  h = b.relu(b.batch_norm2d(h).named("bn1"));
+  h = basic_block(b, h, "layer1.0", 16, 16, 1);
+  h = basic_block(b, h, "layer2.0", 16, 32, 2);
+  h = b.flatten(b.adaptive_avg_pool2d(h, 1));
+  b.output("logits", b.linear(h, 10).named("fc"));
+  return std::move(b).build();
+}
+
 /// torchvision.models.resnet18 (tools/make_fixtures.py's ResNet18) for [batch, 3, image, image].
 inline teeny::Result<teeny::Graph> resnet18(std::int64_t image = 224) {
   teeny::GraphBuilder b;

@@ -1,6 +1,9 @@
 // teeny.fixed: the typed lowering's decisions, the constexpr memory plan (sizes computed by hand),
 // and typed models run on the CPU against the run-time path (same weights, same input: at most
-// 1e-6 relative) and against PyTorch's logits (tests/fixtures/models, tools/make_fixtures.py).
+// 1e-6 relative): the MLP and LeNet on the PyTorch fixtures (tests/fixtures/models,
+// tools/make_fixtures.py), whose logits they must also match, and a residual CNN on random weights
+// (the run-time path's residual networks are checked against PyTorch in
+// tests/cpu/test_models_vs_pytorch.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <random>
 #include <span>
 #include <string>
 #include <utility>
@@ -151,10 +155,34 @@ teeny::Graph built(teeny::Result<teeny::Graph> graph) {
 
 using mlp3 = tf::Model<decltype(fixed_models::mlp(tf::input<"x", float, 3, 1, 28, 28>()))>;
 using lenet3 = tf::Model<decltype(fixed_models::lenet(tf::input<"x", float, 3, 1, 28, 28>()))>;
-using resnet1 = tf::Model<decltype(fixed_models::resnet18(tf::input<"x", float, 1, 3, 64, 64>()))>;
-// stem conv1+bn1+relu, maxpool; 8 blocks of conv1+bn1+relu and conv2+bn2+add+relu; 3 downsamples of
-// conv+bn; avgpool, fc (the flatten is a view): one step fewer than the run-time path's 24.
-static_assert(resnet1::plan::n_steps == 2 + 8 * 2 + 3 + 2);
+using cnn2 = tf::Model<decltype(fixed_models::residual_cnn(tf::input<"x", float, 2, 3, 32, 32>()))>;
+// stem conv1+bn1+relu; layer1.0 conv1+bn1+relu, conv2+bn2+add+relu; layer2.0 the same and its
+// downsample conv+bn; avgpool; fc (the flatten is a view).
+static_assert(cnn2::plan::n_steps == 1 + 2 + 3 + 1 + 1);
+
+// Weights for every parameter of Net, drawn from a fixed seed: BatchNorm variances in [0.5, 1.5],
+// everything else in [-0.5, 0.5]; num_batches_tracked 0.
+template <class Net>
+struct RandomWeights {
+  std::vector<std::vector<float>> values;
+  std::vector<std::int64_t> zero{0};
+  std::vector<teeny::TensorRef> tensors;
+  RandomWeights() {
+    std::mt19937 rng(7);
+    values.reserve(Net::params.size());  // the tensors borrow these
+    for (const tf::ParamSpec& p : Net::params) {
+      if (p.dtype == teeny::DType::i64) {
+        tensors.push_back(teeny::TensorRef::of<std::int64_t>(p.key, zero, p.shape));
+        continue;
+      }
+      const bool variance = p.key.ends_with("running_var");
+      std::uniform_real_distribution<float> dist(variance ? 0.5f : -0.5f, variance ? 1.5f : 0.5f);
+      auto& v = values.emplace_back(static_cast<std::size_t>(p.shape.numel()));
+      for (float& e : v) e = dist(rng);
+      tensors.push_back(teeny::TensorRef::of<float>(p.key, v, p.shape));
+    }
+  }
+};
 
 }  // namespace
 
@@ -169,10 +197,35 @@ TEST_CASE("the typed LeNet computes what the run-time path and PyTorch compute")
 }
 
 TEST_CASE(
-    "the typed ResNet-18 (folded BatchNorms, residual adds, downsample branches) computes what the run-time "
-    "path and PyTorch compute") {
-  auto model = std::make_unique<resnet1>();
-  check_typed_model(*model, built(models::resnet18(64)), fixture("resnet18"), 1e-4, 1e-5);
+    "a typed residual CNN (folded BatchNorms, residual adds, a downsample branch) computes what the run-time "
+    "path computes") {
+  const RandomWeights<cnn2::network> weights;
+  auto typed = std::make_unique<cnn2>();
+  auto loaded = typed->load(weights.tensors);
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+
+  auto runtime = teeny::load_cpu(built(models::residual_cnn()), {{"batch", 2}});
+  REQUIRE_MESSAGE(runtime, (runtime ? "" : runtime.error().to_string()));
+  REQUIRE(runtime->load_weights(weights.tensors));  // strict: the typed model's keys are the graph's
+
+  std::vector<float> x(cnn2::input_size);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  for (float& v : x) v = pixel(rng);
+  auto out = typed->forward(x);
+  REQUIRE_MESSAGE(out, (out ? "" : out.error().to_string()));
+  const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", x, {2, 3, 32, 32})};
+  REQUIRE(runtime->forward(in));
+  auto reference = runtime->output<float>("logits");
+  REQUIRE(reference);
+  REQUIRE(reference->shape == out->shape);
+  double worst = 0;
+  for (std::int64_t i = 0; i < out->numel(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(out->data[i]) - reference->data[i]) /
+                                std::max(std::abs(static_cast<double>(reference->data[i])), 1e-30));
+  }
+  MESSAGE("typed vs run-time path: max relative difference " << worst);
+  CHECK(worst <= 1e-6);
 }
 
 TEST_CASE("a typed model refuses weights of the wrong size or alignment, an input of the wrong size, a second load") {
