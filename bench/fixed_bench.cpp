@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <new>
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 import teeny;
@@ -34,16 +34,11 @@ using typed_mlp = tf::Model<decltype(fixed_models::mlp(tf::input<"x", float, B, 
 
 std::string fixture() { return std::string(TEENY_FIXTURES_DIR) + "/models/mlp.safetensors"; }
 
-struct AlignedFree {
-  void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{64}); }
-};
-
 // Both models for batch B, loaded from the fixture, and a random input.
 template <std::int64_t B>
 struct Pair {
   std::unique_ptr<typed_mlp<B>> typed = std::make_unique<typed_mlp<B>>();
-  std::unique_ptr<std::byte, AlignedFree> image{
-      static_cast<std::byte*>(::operator new(typed_mlp<B>::param_bytes, std::align_val_t{64}))};
+  teeny::Buffer image;  // the weights, 64-byte aligned
   std::unique_ptr<teeny::CpuModel> runtime;
   std::vector<float> x = std::vector<float>(typed_mlp<B>::input_size);
   double max_diff = -1;
@@ -51,11 +46,13 @@ struct Pair {
 
   Pair() {
     auto file = teeny::SafetensorsFile::open(fixture());
-    if (!file) {
-      error = file.error().to_string();
+    auto buffer = teeny::Buffer::allocate(typed_mlp<B>::param_bytes);
+    if (!file || !buffer) {
+      error = file ? buffer.error().to_string() : file.error().to_string();
       return;
     }
-    std::span<std::byte> weights(image.get(), typed_mlp<B>::param_bytes);
+    image = std::move(*buffer);
+    std::span<std::byte> weights(image.data(), image.size());
     auto read = tf::read_weights<typename typed_mlp<B>::network>(*file, weights, {.strict = false});
     if (!read) {
       error = read.error().to_string();
@@ -95,8 +92,13 @@ Pair<B>& pair() {
   return p;
 }
 
-template <class F>
-void timed(benchmark::State& state, double max_diff, F&& forward) {
+// Times `forward` on the pair's models, or skips when they did not load.
+template <class P, class F>
+void timed(benchmark::State& state, const P& p, F&& forward) {
+  if (!p.error.empty()) {
+    state.SkipWithError(p.error.c_str());
+    return;
+  }
   std::vector<double> samples;
   samples.reserve(1 << 16);
   bool ok = true;
@@ -112,28 +114,20 @@ void timed(benchmark::State& state, double max_diff, F&& forward) {
     std::sort(samples.begin(), samples.end());
     state.counters["p50_us"] = samples[samples.size() / 2];
   }
-  state.counters["max_diff"] = max_diff;
+  state.counters["max_diff"] = p.max_diff;
 }
 
 template <std::int64_t B>
 void typed(benchmark::State& state) {
   auto& p = pair<B>();
-  if (!p.error.empty()) {
-    state.SkipWithError(p.error.c_str());
-    return;
-  }
-  timed(state, p.max_diff, [&] { return static_cast<bool>(p.typed->forward(p.x)); });
+  timed(state, p, [&] { return static_cast<bool>(p.typed->forward(p.x)); });
 }
 
 template <std::int64_t B>
 void runtime(benchmark::State& state) {
   auto& p = pair<B>();
-  if (!p.error.empty()) {
-    state.SkipWithError(p.error.c_str());
-    return;
-  }
   const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", p.x, {B, 1, 28, 28})};
-  timed(state, p.max_diff, [&] { return static_cast<bool>(p.runtime->forward(in)); });
+  timed(state, p, [&] { return static_cast<bool>(p.runtime->forward(in)); });
 }
 
 BENCHMARK(typed<1>)->Name("typed/mlp/batch:1")->UseRealTime();

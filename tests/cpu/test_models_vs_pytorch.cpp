@@ -30,22 +30,6 @@ teeny::Graph built(teeny::Result<teeny::Graph> graph) {
 teeny::Graph lenet() { return built(models::lenet()); }
 teeny::Graph resnet18() { return built(models::resnet18(64)); }  // the fixture's 64x64 input
 
-struct ModelFixture {
-  teeny::SafetensorsFile file;
-  teeny::Tensor x;
-  teeny::Tensor logits;
-};
-
-ModelFixture fixture(const std::string& name) {
-  auto file = teeny::SafetensorsFile::open(fixtures::path("models/" + name + ".safetensors"));
-  REQUIRE_MESSAGE(file, (file ? "" : file.error().to_string()));
-  auto x = file->read("in.x");
-  auto logits = file->read("out.logits");
-  REQUIRE(x);
-  REQUIRE(logits);
-  return {std::move(*file), std::move(*x), std::move(*logits)};
-}
-
 // `t` repeated `times` along dim 0.
 teeny::Tensor repeated(const teeny::Tensor& t, std::int64_t times) {
   teeny::ConcreteShape shape = t.shape();
@@ -84,8 +68,8 @@ Errors errors(const teeny::TensorBinding& actual, const teeny::Tensor& expected,
 // Loads `graph` for batch `times` * the fixture's, with the fixture's weights (strictly: the only
 // keys left over are the input and output), runs the fixture's input repeated `times` and checks
 // every copy of the logits against PyTorch's; returns the largest errors.
-Errors run_against_pytorch(const teeny::Graph& graph, const ModelFixture& fx, std::size_t threads, std::int64_t times,
-                           double rtol, double atol, std::size_t expected_steps) {
+Errors run_against_pytorch(const teeny::Graph& graph, const fixtures::Model& fx, std::size_t threads,
+                           std::int64_t times, double rtol, double atol, std::size_t expected_steps) {
   CAPTURE(threads);
   CAPTURE(times);
   const teeny::Tensor x = repeated(fx.x, times);
@@ -114,7 +98,7 @@ Errors run_against_pytorch(const teeny::Graph& graph, const ModelFixture& fx, st
 }  // namespace
 
 TEST_CASE("LeNet loads a PyTorch state_dict strictly and reproduces its logits") {
-  const ModelFixture fx = fixture("lenet");
+  const fixtures::Model fx = fixtures::model("lenet");
   const teeny::Graph graph = lenet();
   // conv1+relu, pool, conv2+relu, pool, flatten, fc1+relu, fc2+relu, fc3: the ReLUs fused.
   constexpr std::size_t steps = 8;
@@ -131,7 +115,7 @@ TEST_CASE("LeNet loads a PyTorch state_dict strictly and reproduces its logits")
 // (blocked, FMA) summation order than PyTorch's gives relative differences of a few 1e-6 per layer
 // that compound, so the check is 1e-4 relative + 1e-5 absolute (the MESSAGE reports what is seen).
 TEST_CASE("ResNet-18 loads a PyTorch state_dict strictly and reproduces its logits") {
-  const ModelFixture fx = fixture("resnet18");
+  const fixtures::Model fx = fixtures::model("resnet18");
   const teeny::Graph graph = resnet18();
   // Every BatchNorm and residual add folded into the conv before it and every ReLU fused into its
   // producer: stem conv1+bn1+relu, maxpool; 8 blocks of conv1+bn1+relu and conv2+bn2+add+relu, 3

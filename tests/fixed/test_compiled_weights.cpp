@@ -25,22 +25,17 @@ using lenet3 = tf::Model<decltype(fixed_models::lenet(tf::input<"x", float, 3, 1
 }  // namespace
 
 TEST_CASE("the typed LeNet runs on weights compiled into the program, with PyTorch's logits") {
-  auto file = teeny::SafetensorsFile::open(fixtures::path("models/lenet.safetensors"));
-  REQUIRE(file);
-  auto x = file->read("in.x");
-  auto logits = file->read("out.logits");
-  REQUIRE(x);
-  REQUIRE(logits);
+  const fixtures::Model fx = fixtures::model("lenet");
 
   auto model = std::make_unique<lenet3>();
   CHECK(std::size(lenet_weights::tensors) == 10);
   auto loaded = model->load(lenet_weights::tensors);
   REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
-  auto in = x->view<float>();
+  auto in = fx.x.view<float>();
   REQUIRE(in);
   auto out = model->forward(std::span<const float>(in->data, static_cast<std::size_t>(in->numel())));
   REQUIRE_MESSAGE(out, (out ? "" : out.error().to_string()));
-  auto want = logits->view<float>();
+  auto want = fx.logits.view<float>();
   REQUIRE(want);
   REQUIRE(out->numel() == want->numel());
   for (std::int64_t i = 0; i < out->numel(); ++i) {

@@ -11,9 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <new>
 #include <random>
 #include <span>
 #include <string>
@@ -70,34 +68,19 @@ using unfused_plan = tf::StaticPlan<decltype(unfused(tf::input<"x", float, 2, 4>
 static_assert(unfused_plan::n_steps == 2 && unfused_plan::nodes[2].role == tf::Role::step);
 static_assert(unfused_plan::nodes[2].activation && !unfused_plan::nodes[1].activation);
 
-struct Fixture {
-  teeny::SafetensorsFile file;
-  teeny::Tensor x;
-  teeny::Tensor logits;
-};
-Fixture fixture(const std::string& name) {
-  auto file = teeny::SafetensorsFile::open(fixtures::path("models/" + name + ".safetensors"));
-  REQUIRE_MESSAGE(file, (file ? "" : file.error().to_string()));
-  auto x = file->read("in.x");
-  auto logits = file->read("out.logits");
-  REQUIRE(x);
-  REQUIRE(logits);
-  return {std::move(*file), std::move(*x), std::move(*logits)};
-}
-
-// A 64-byte-aligned weight image.
+// A weight image: zeroed, 64-byte aligned (teeny::Buffer), as bytes.
 struct Image {
-  struct Free {
-    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{64}); }
-  };
-  std::unique_ptr<std::byte, Free> bytes;
-  std::size_t size = 0;
-  explicit Image(std::size_t n) : bytes(static_cast<std::byte*>(::operator new(n, std::align_val_t{64}))), size(n) {}
-  std::span<std::byte> span() const { return {bytes.get(), size}; }
+  teeny::Buffer buffer;
+  explicit Image(std::size_t n) {
+    auto b = teeny::Buffer::allocate(n);
+    REQUIRE(b);
+    buffer = std::move(*b);
+  }
+  std::span<std::byte> span() { return {buffer.data(), buffer.size()}; }
 };
 
 // The run-time path's logits for the same graph, weights and input.
-std::vector<float> runtime_logits(const teeny::Graph& graph, const Fixture& fx) {
+std::vector<float> runtime_logits(const teeny::Graph& graph, const fixtures::Model& fx) {
   auto model = teeny::load_cpu(graph, {{"batch", fx.x.shape()[0]}});
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
   REQUIRE(model->load_weights(fx.file, {.strict = false}));
@@ -111,7 +94,7 @@ std::vector<float> runtime_logits(const teeny::Graph& graph, const Fixture& fx) 
 // Loads the typed model M from the fixture's weights, runs it on the fixture's input and checks
 // its logits against the run-time path's (1e-6 relative) and PyTorch's (rtol, atol).
 template <class M>
-void check_typed_model(M& model, const teeny::Graph& graph, const Fixture& fx, double rtol, double atol) {
+void check_typed_model(M& model, const teeny::Graph& graph, const fixtures::Model& fx, double rtol, double atol) {
   Image weights(M::param_bytes);
   auto report = tf::read_weights<typename M::network>(fx.file, weights.span(), {.strict = false});
   REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
@@ -188,12 +171,12 @@ struct RandomWeights {
 
 TEST_CASE("the typed MLP computes what the run-time path and PyTorch compute") {
   auto model = std::make_unique<mlp3>();
-  check_typed_model(*model, built(models::mlp()), fixture("mlp"), 1e-5, 1e-6);
+  check_typed_model(*model, built(models::mlp()), fixtures::model("mlp"), 1e-5, 1e-6);
 }
 
 TEST_CASE("the typed LeNet computes what the run-time path and PyTorch compute") {
   auto model = std::make_unique<lenet3>();
-  check_typed_model(*model, built(models::lenet()), fixture("lenet"), 1e-5, 1e-6);
+  check_typed_model(*model, built(models::lenet()), fixtures::model("lenet"), 1e-5, 1e-6);
 }
 
 TEST_CASE(
@@ -244,7 +227,6 @@ TEST_CASE("a typed model refuses weights of the wrong size or alignment, an inpu
   REQUIRE(!misaligned);
   CHECK(misaligned.error().message() == "weights: the buffer must be 64-byte aligned (alignas(64))");
 
-  std::memset(weights.bytes.get(), 0, weights.size);
   REQUIRE(model->load(weights.span().first(mlp3::param_bytes)));
   auto again = model->load(weights.span().first(mlp3::param_bytes));
   REQUIRE(!again);

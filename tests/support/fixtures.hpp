@@ -8,12 +8,30 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fixtures {
 
 inline std::string path(std::string_view relative) {
   return std::string(TEENY_FIXTURES_DIR) + "/" + std::string(relative);
+}
+
+/// A whole-model fixture (tests/fixtures/models/<name>.safetensors): the PyTorch weights, with the
+/// input `in.x` and PyTorch's output `out.logits` stored beside them.
+struct Model {
+  teeny::SafetensorsFile file;
+  teeny::Tensor x;
+  teeny::Tensor logits;
+};
+inline Model model(const std::string& name) {
+  auto file = teeny::SafetensorsFile::open(path("models/" + name + ".safetensors"));
+  REQUIRE_MESSAGE(file, (file ? "" : file.error().to_string()));
+  auto x = file->read("in.x");
+  auto logits = file->read("out.logits");
+  REQUIRE(x);
+  REQUIRE(logits);
+  return {std::move(*file), std::move(*x), std::move(*logits)};
 }
 
 /// Checks `actual` (a model output binding of element type T) against the fixture tensor `expected`
