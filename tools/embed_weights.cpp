@@ -71,24 +71,9 @@ const char* word_type(std::size_t bytes) {
   }
 }
 
-const char* dtype_enumerator(teeny::DType d) {
-  using teeny::DType;
-  switch (d) {
-    case DType::boolean: return "boolean";
-    case DType::i8: return "i8";
-    case DType::i16: return "i16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
-    case DType::u16: return "u16";
-    case DType::u32: return "u32";
-    case DType::u64: return "u64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-  }
-  return "f32";
+// The DType enumerator's name: the dtype's name, but for bool (`DType::boolean`).
+std::string dtype_enumerator(teeny::DType d) {
+  return d == teeny::DType::boolean ? "boolean" : std::string(teeny::name(d));
 }
 
 }  // namespace
@@ -165,7 +150,7 @@ int main(int argc, char** argv) {
     for (std::size_t d = 0; d < e.shape.rank(); ++d) dims += (d ? ", " : "") + std::to_string(e.shape[d]);
     std::fprintf(out,
                  "    {%s, teeny::DType::%s, teeny::ConcreteShape{%s}, std::as_bytes(std::span(%s).first(%zu))},\n",
-                 quoted(e.name).c_str(), dtype_enumerator(e.dtype), dims.c_str(), array_name(i, e.name).c_str(),
+                 quoted(e.name).c_str(), dtype_enumerator(e.dtype).c_str(), dims.c_str(), array_name(i, e.name).c_str(),
                  e.data.size() / teeny::size_of(e.dtype));
   }
   std::fprintf(out, "};\n\n}  // namespace %s\n", ns.c_str());
