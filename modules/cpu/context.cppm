@@ -10,8 +10,8 @@ module;
 #include <memory>
 #include <new>
 #include <utility>
-#include <vector>
 
+#include "cpu/kernels/memory.hpp"
 #include "cpu/kernels/thread_pool.hpp"
 export module teeny.cpu:context;
 import teeny.model; // RunPhase
@@ -39,25 +39,56 @@ struct CpuOptions {
   ConvAlgorithm conv = ConvAlgorithm::automatic;
 };
 
+/// What a kernel takes from the CPU context's Memory when it is prepared, planned ahead of time:
+/// upper bounds, for any instruction set. `state` counts the pieces its state keeps (as a
+/// MemoryBlock hands them out: see block_piece); `scratch` and `workspace` are what it reserves
+/// per worker, which all kernels share: the largest counts.
+struct KernelMemory {
+  std::size_t state = 0;
+  std::size_t scratch = 0;
+  std::size_t workspace = 0;
+  constexpr KernelMemory& operator+=(const KernelMemory& other) {
+    state += other.state;
+    scratch = std::max(scratch, other.scratch);
+    workspace = std::max(workspace, other.workspace);
+    return *this;
+  }
+};
+
+/// The bytes a MemoryBlock takes for a piece of `bytes`: each piece starts 64-byte aligned.
+constexpr std::size_t block_piece(std::size_t bytes) {
+  return ((bytes == 0 ? 1 : bytes) + cpu::Memory::alignment - 1) / cpu::Memory::alignment * cpu::Memory::alignment;
+}
+
 class CpuContext {
  public:
-  explicit CpuContext(CpuOptions options = {})
-      : options_(options), pool_(std::make_unique<cpu::ThreadPool>(options.threads == 0 ? 1 : options.threads)) {}
+  /// The thread pool, kernel scratch and GEMM workspaces come from `memory`, as do the kernels'
+  /// states when they are prepared (packed weights, per-layer constants): see cpu::Memory.
+  explicit CpuContext(CpuOptions options = {}, cpu::Memory& memory = cpu::heap_memory())
+      : options_(options), memory_(&memory), pool_(make_pool(options.threads == 0 ? 1 : options.threads, memory)) {}
   cpu::ThreadPool& pool() { return *pool_; }
-  std::size_t threads() const { return pool_->size(); }
+  std::size_t threads() const { return pool_ ? pool_->size() : 0; }
   const CpuOptions& options() const { return options_; }
+  /// Where the backend's long-lived buffers come from.
+  cpu::Memory& memory() const { return *memory_; }
+  /// False when the thread pool itself could not be allocated: nothing can run.
+  bool ok() const { return pool_ != nullptr; }
 
   /// Grows every worker's kernel scratch to at least `bytes` (64-byte aligned, never shrunk); false
   /// when that cannot be allocated. Kernels call it when prepared, so forward allocates nothing.
   /// It is not the pool's workspace, which the GEMM uses: a task can fill its scratch (a
   /// convolution's im2col columns) and then run a GEMM on it. Kernels run one at a time, so they
-  /// all share it.
+  /// all share it. While reservations are deferred it only records the size.
   bool reserve_scratch(std::size_t bytes) {
     if (bytes <= scratch_bytes_) return true;
-    std::vector<Scratch> grown;
-    for (std::size_t w = 0; w < threads(); ++w) {
-      grown.emplace_back(static_cast<float*>(::operator new(bytes, std::align_val_t{64}, std::nothrow)));
-      if (!grown.back()) return false;
+    scratch_wanted_ = std::max(scratch_wanted_, bytes);
+    if (deferred_) return true;
+    if (!pool_) return false;
+    cpu::MemoryArray<Scratch> grown(*memory_, threads());
+    if (!grown.ok()) return false;
+    for (Scratch& s : grown) {
+      s = Scratch(*memory_, (bytes + sizeof(float) - 1) / sizeof(float));
+      if (!s.ok()) return false;
     }
     scratch_ = std::move(grown);
     scratch_bytes_ = bytes;
@@ -65,19 +96,46 @@ class CpuContext {
   }
   /// Grows every worker's pool workspace (the GEMM's scratch) to `bytes`, so that a GEMM run later
   /// on any worker finds it allocated: a kernel calls it when prepared, with
-  /// cpu::gemm_workspace_bytes of its GEMMs. Call it only between parallel_for calls.
+  /// cpu::gemm_workspace_bytes of its GEMMs. Call it only between parallel_for calls. While
+  /// reservations are deferred it only records the size.
   bool reserve_gemm_workspace(std::size_t bytes) {
+    workspace_wanted_ = std::max(workspace_wanted_, bytes);
+    if (deferred_) return true;
+    if (!pool_) return false;
     for (std::size_t w = 0; w < threads(); ++w) {
       if (bytes != 0 && pool_->workspace(w, bytes) == nullptr) return false;
     }
     return true;
   }
+  /// From now on reserve_scratch and reserve_gemm_workspace only record the largest size asked
+  /// for; commit_reservations allocates them, once. A loader that plans its memory (a typed model
+  /// on a MemoryBlock) prepares every kernel in between, so that nothing is allocated twice.
+  void defer_reservations() { deferred_ = true; }
+  bool commit_reservations() {
+    deferred_ = false;
+    return reserve_scratch(scratch_wanted_) && reserve_gemm_workspace(workspace_wanted_);
+  }
+
+  /// The most a one-thread context on a MemoryBlock takes from it, its kernels (together
+  /// `kernels`) prepared with reservations deferred: its pool, their states, one scratch and one
+  /// workspace.
+  static constexpr std::size_t block_bytes(const KernelMemory& kernels) {
+    std::size_t bytes = block_piece(sizeof(cpu::ThreadPool)) + kernels.state;
+    if (kernels.scratch != 0) {
+      bytes += block_piece(sizeof(Scratch)) + block_piece((kernels.scratch + sizeof(float) - 1) / sizeof(float) * sizeof(float));
+    }
+    if (kernels.workspace != 0) bytes += block_piece(cpu::ThreadPool::workspace_size(kernels.workspace));
+    return bytes;
+  }
+
   /// The phase the next kernels run in (see RunPhase); inference models stay in eval.
   const RunPhase& phase() const { return phase_; }
   void set_phase(const RunPhase& phase) { phase_ = phase; }
 
   /// Worker `worker`'s scratch (reserve_scratch bytes; nullptr before any reservation).
-  float* scratch(std::size_t worker) const { return worker < scratch_.size() ? scratch_[worker].get() : nullptr; }
+  float* scratch(std::size_t worker) const {
+    return worker < scratch_.size() ? const_cast<float*>(scratch_[worker].data()) : nullptr;
+  }
   /// The same, as elements of T (the block is 64-byte aligned, so suits any of them).
   template <CpuReal T>
   T* scratch_as(std::size_t worker) const {
@@ -85,15 +143,30 @@ class CpuContext {
   }
 
  private:
-  struct AlignedFree {
-    void operator()(float* p) const { ::operator delete(p, std::align_val_t{64}); }
+  // The pool lives in a piece of the context's memory, so that the context moves.
+  struct PoolDelete {
+    cpu::Memory* memory;
+    void operator()(cpu::ThreadPool* pool) const {
+      pool->~ThreadPool();
+      memory->release(pool);
+    }
   };
-  using Scratch = std::unique_ptr<float, AlignedFree>;
+  using PoolPtr = std::unique_ptr<cpu::ThreadPool, PoolDelete>;
+  static PoolPtr make_pool(std::size_t threads, cpu::Memory& memory) {
+    void* piece = memory.allocate(sizeof(cpu::ThreadPool));
+    if (piece == nullptr) return PoolPtr(nullptr, PoolDelete{&memory});
+    return PoolPtr(::new (piece) cpu::ThreadPool(threads, memory), PoolDelete{&memory});
+  }
+  using Scratch = cpu::MemoryArray<float>;
 
   CpuOptions options_;
-  std::unique_ptr<cpu::ThreadPool> pool_;  // not movable itself; the context is
-  std::vector<Scratch> scratch_;           // one block per worker
+  cpu::Memory* memory_;
+  PoolPtr pool_;                        // not movable itself; the context is
+  cpu::MemoryArray<Scratch> scratch_;  // one block per worker
   std::size_t scratch_bytes_ = 0;
+  std::size_t scratch_wanted_ = 0;    // the largest reservations asked for
+  std::size_t workspace_wanted_ = 0;
+  bool deferred_ = false;
   RunPhase phase_{};
 };
 

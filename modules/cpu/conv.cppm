@@ -11,7 +11,7 @@
 //    pixels and many channels (7x7 and 14x14 maps), where the pixel count fits the register tile
 //    better as rows than as columns.
 // Depthwise convolutions (one input channel per group) run directly: their GEMMs would be mostly
-// packing. A folded BatchNorm is applied to the weights and bias at load (fold_norm).
+// packing. A folded BatchNorm is applied to the weights and bias at load (norm_channel).
 // In f64 (exact checks, not speed) the columns are the input (1x1) or the im2col matrix, and the
 // GEMM is dgemm on the unpacked weights (run_unpacked).
 module;
@@ -22,9 +22,9 @@ module;
 #include <cstring>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "cpu/kernels/gemm.hpp"
+#include "cpu/kernels/memory.hpp"
 #include "math/elementwise.hpp"
 #include "math/pool.hpp"  // Window2d
 export module teeny.cpu:conv;
@@ -43,7 +43,7 @@ export namespace teeny {
 struct PhasePlanes {
   std::int64_t sh = 1, sw = 1;     // strides: phases per dim
   std::int64_t qh = 0, qw = 0;     // rows and columns of a plane
-  std::vector<std::int64_t> slot;  // per phase a * sw + b: its plane's index, or -1 when no tap reads it
+  cpu::MemoryArray<std::int64_t> slot;  // per phase a * sw + b: its plane's index, or -1 when no tap reads it
   std::int64_t used = 0;           // phases read by some tap
   std::int64_t reach = 0;          // plane rows an output row reads below its own: taps' (i * dh) / sh
   std::int64_t floats = 0;         // cg * used planes, plus a row of slack for the last windows
@@ -60,23 +60,76 @@ struct ConvScratch {
 /// How the GEMM's im2col operand is made from an image's group (see the top of this file).
 enum class ConvColumns : std::uint8_t { input, implicit, im2col, transposed };
 
-/// What a convolution's kernel prepares at load, per element type T. f64 convolutions take the
-/// simplest path (input or im2col, unpacked weights, dgemm): they are there for exact checks.
+/// What a convolution's kernel prepares at load, per element type T, in the CPU context's Memory.
+/// f64 convolutions take the simplest path (input or im2col, unpacked weights, dgemm): they are
+/// there for exact checks.
 template <CpuReal T>
 struct ConvStateOf {
   using Columns = ConvColumns;
-  std::vector<cpu::PackedMatrix> weights;  // f32, per group: W_g as the A operand (W_g^T as B: transposed)
+  cpu::MemoryArray<cpu::PackedMatrix> weights;  // f32, per group: W_g as the A operand (W_g^T as B: transposed)
   Columns columns = Columns::im2col;
   bool depthwise = false;                   // one input channel per group: the direct kernel
   PhasePlanes phases;                       // implicit
-  std::vector<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
+  cpu::MemoryArray<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
   ConvScratch scratch;                      // set at load, where forward finds its buffers
   // With a folded BatchNorm: the bias after it, and for a convolution that reads its weights
   // unpacked (depthwise, or f64) the scaled weights.
-  std::vector<T> folded_bias;
-  std::vector<T> folded_weight;
+  cpu::MemoryArray<T> folded_bias;
+  cpu::MemoryArray<T> folded_weight;
 };
 using ConvState = ConvStateOf<float>;
+
+/// A convolution's sizes, for planning its memory: input [n, c, h, w], output [n, o, ho, wo].
+struct ConvSizes {
+  std::int64_t c = 0, h = 0, w = 0;
+  std::int64_t o = 0, ho = 0, wo = 0;
+  std::int64_t groups = 1;
+  std::int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  bool folded_norm = false;  // a BatchNorm folded in
+};
+
+/// What a conv_op<T> kernel takes from the CPU context's Memory (see KernelMemory), whichever
+/// column algorithm it picks: with a folded BatchNorm the scaled weights (kept by the direct and
+/// f64 kernels, packed and given back by the others) and bias; in f32 the window tables, one
+/// packed weight per group, and the largest scratch and GEMM workspace of the three algorithms.
+template <CpuReal T>
+constexpr KernelMemory conv_memory(const ConvSizes& s) {
+  const std::int64_t cg = s.c / s.groups;
+  const std::int64_t og = s.o / s.groups;
+  const std::int64_t k = cg * s.kernel_h * s.kernel_w;
+  const std::int64_t p = s.ho * s.wo;
+  const auto bytes = [](std::int64_t n, std::size_t size) { return static_cast<std::size_t>(n) * size; };
+  const auto round16 = [](std::int64_t n) { return (n + 15) / 16 * 16; };
+  KernelMemory m;
+  if (s.folded_norm) m.state += block_piece(bytes(s.o * k, sizeof(T))) + block_piece(bytes(s.o, sizeof(T)));
+  if (cg == 1 && s.groups > 1) return m;  // depthwise: the direct kernel
+  const bool pointwise = s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 &&
+                         s.pad_w == 0;
+  if constexpr (std::is_same_v<T, double>) {
+    if (!pointwise) m.scratch = bytes(round16(k * p), sizeof(T));  // the im2col matrix
+    return m;
+  } else {
+    const auto uk = static_cast<std::size_t>(k);
+    const auto uog = static_cast<std::size_t>(og);
+    m.state += block_piece(bytes(s.groups, sizeof(cpu::PackedMatrix))) +
+               static_cast<std::size_t>(s.groups) * block_piece(cpu::packed_bytes_bound(uk, uog));
+    if (pointwise) {
+      m.workspace = cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(p), uk}, true, false);
+      return m;
+    }
+    m.state += block_piece(bytes(s.stride_h * s.stride_w, sizeof(std::int64_t))) +
+               block_piece(bytes(k, sizeof(std::ptrdiff_t)));
+    const std::int64_t qh = (s.h + 2 * s.pad_h + s.stride_h - 1) / s.stride_h;
+    const std::int64_t qw = (s.w + 2 * s.pad_w + s.stride_w - 1) / s.stride_w;
+    const std::int64_t implicit = round16(cg * s.stride_h * s.stride_w * qh * qw + qw) + og * s.ho * qw;
+    const std::int64_t columns = round16(k * p) + p * og;  // im2col, and transposed's result
+    m.scratch = bytes(std::max(implicit, columns), sizeof(float));
+    m.workspace = std::max({cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(s.ho * qw), uk}, true, false),
+                            cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(p), uk}, true, false),
+                            cpu::gemm_workspace_bytes_bound({static_cast<std::size_t>(p), uog, uk}, false, true)});
+    return m;
+  }
+}
 
 // Templates over the element type, compiled here for float and double (see the end of the file).
 template <CpuReal T>
@@ -281,14 +334,18 @@ bool pointwise(const Window2d& win) {
          win.pad_w == 0;
 }
 
-// The phase planes of an implicit-GEMM convolution and each im2col row's window in them.
-void plan_phases(const Geometry& g, const Window2d& win, ConvState& state) {
+// The phase planes of an implicit-GEMM convolution and each im2col row's window in them; false
+// when `memory` has no room for their tables.
+bool plan_phases(const Geometry& g, const Window2d& win, ConvState& state, cpu::Memory& memory) {
   PhasePlanes& ph = state.phases;
   ph.sh = win.stride_h;
   ph.sw = win.stride_w;
   ph.qh = (g.h + 2 * win.pad_h + ph.sh - 1) / ph.sh;
   ph.qw = (g.w + 2 * win.pad_w + ph.sw - 1) / ph.sw;
-  ph.slot.assign(static_cast<std::size_t>(ph.sh * ph.sw), -1);
+  ph.slot = cpu::MemoryArray<std::int64_t>(memory, static_cast<std::size_t>(ph.sh * ph.sw));
+  state.row_offsets = cpu::MemoryArray<std::ptrdiff_t>(memory, static_cast<std::size_t>(g.k));
+  if (!ph.slot.ok() || !state.row_offsets.ok()) return false;
+  for (std::int64_t& slot : ph.slot) slot = -1;
   ph.used = 0;
   for (std::int64_t i = 0; i < win.kernel_h; ++i) {
     for (std::int64_t j = 0; j < win.kernel_w; ++j) {
@@ -300,7 +357,6 @@ void plan_phases(const Geometry& g, const Window2d& win, ConvState& state) {
   ph.floats = g.cg * ph.used * ph.qh * ph.qw + ph.qw;
   ph.reach = (win.kernel_h - 1) * win.dilation_h / ph.sh;
   const std::int64_t khw = win.kernel_h * win.kernel_w;
-  state.row_offsets.resize(static_cast<std::size_t>(g.k));
   for (std::int64_t r = 0; r < g.k; ++r) {
     const std::int64_t c = r / khw;
     const std::int64_t di = (r / win.kernel_w) % win.kernel_h * win.dilation_h;
@@ -309,6 +365,7 @@ void plan_phases(const Geometry& g, const Window2d& win, ConvState& state) {
     state.row_offsets[static_cast<std::size_t>(r)] =
         (c * ph.used + slot) * ph.qh * ph.qw + di / ph.sh * ph.qw + dj / ph.sw;
   }
+  return true;
 }
 
 // Estimated cycles of an M x N x K GEMM on the register tile `t`: a partial tile costs about as
@@ -410,27 +467,30 @@ void add_residual(T* out, const T* src, const T* residual, std::int64_t n, const
 
 // A folded BatchNorm's per-channel affine map, y = conv * scale + shift, computed in double:
 // scale = weight / sqrt(var + eps), shift = (bias - mean) * scale + norm_bias.
-struct NormFold {
-  std::vector<double> scale, shift;
+struct NormChannel {
+  double scale, shift;
 };
 
 template <class T>
-Result<NormFold> fold_norm(const ConvArgs<T>& a, std::int64_t channels) {
-  NormFold fold;
+NormChannel norm_channel(const ConvArgs<T>& a, std::int64_t o) {
+  const double weight = a.norm_weight.data != nullptr ? a.norm_weight.data[o] : 1.0;
+  const double scale = weight / std::sqrt(a.norm_var.data[o] + a.norm_eps);
+  const double bias = a.bias.data != nullptr ? a.bias.data[o] : 0.0;
+  const double beta = a.norm_bias.data != nullptr ? a.norm_bias.data[o] : 0.0;
+  return {scale, (bias - a.norm_mean.data[o]) * scale + beta};
+}
+
+// Every channel's var + eps must be positive for the fold (NaN is not).
+template <class T>
+Result<void> check_norm(const ConvArgs<T>& a, std::int64_t channels) {
   for (std::int64_t o = 0; o < channels; ++o) {
     const double var = a.norm_var.data[o];
     if (!(var + a.norm_eps > 0.0)) {  // also catches NaN
       return fail(Errc::invalid_argument, "batch norm running_var[", o, "] = ", var, " with eps ", a.norm_eps,
                   ": var + eps must be positive");
     }
-    const double weight = a.norm_weight.data != nullptr ? a.norm_weight.data[o] : 1.0;
-    const double scale = weight / std::sqrt(var + a.norm_eps);
-    const double bias = a.bias.data != nullptr ? a.bias.data[o] : 0.0;
-    const double beta = a.norm_bias.data != nullptr ? a.norm_bias.data[o] : 0.0;
-    fold.scale.push_back(scale);
-    fold.shift.push_back((bias - a.norm_mean.data[o]) * scale + beta);
   }
-  return fold;
+  return ok();
 }
 
 // f32: how the columns are made, chosen by cost, and the weights packed for it.
@@ -440,20 +500,25 @@ Result<ConvState> plan_packed(const Geometry& g, const Window2d& win, const floa
   if (pointwise(win)) {
     state.columns = Columns::input;
   } else {
-    plan_phases(g, win, state);
+    if (!plan_phases(g, win, state, cpu.memory())) {
+      return fail(Errc::out_of_memory, "cannot allocate the tables of ", g.k, " convolution windows");
+    }
     state.columns = choose_columns(g, state, cpu.options().conv, static_cast<std::int64_t>(cpu.threads()));
     if (state.columns != Columns::implicit) {
-      state.row_offsets.clear();
+      state.row_offsets = {};
       state.phases = {};
     }
   }
   const auto og = static_cast<std::size_t>(g.og);
   const auto k = static_cast<std::size_t>(g.k);
   const bool transposed = state.columns == Columns::transposed;
+  state.weights = cpu::MemoryArray<cpu::PackedMatrix>(cpu.memory(), static_cast<std::size_t>(g.groups));
+  if (!state.weights.ok()) return fail(Errc::out_of_memory, "cannot allocate the table of ", g.groups, " groups");
   for (std::int64_t group = 0; group < g.groups; ++group) {
     const float* w = weights + group * g.og * g.k;
-    state.weights.push_back(transposed ? cpu::pack_b(k, og, w, k, true) : cpu::pack_a(og, k, w, k, false));
-    if (!state.weights.back().ok() && og * k != 0) {
+    cpu::PackedMatrix& packed = state.weights[static_cast<std::size_t>(group)];
+    packed = transposed ? cpu::pack_b(k, og, w, k, true, cpu.memory()) : cpu::pack_a(og, k, w, k, false, cpu.memory());
+    if (!packed.ok() && og * k != 0) {
       return fail(Errc::out_of_memory, "cannot pack the ", g.og, "x", g.k, " weight of group ", group);
     }
   }
@@ -666,18 +731,23 @@ Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args
   state.depthwise = g.cg == 1 && g.groups > 1;
   // The weights as the kernel reads them: scaled per output channel by a folded BatchNorm.
   const T* weights = args.weight.data;
-  std::vector<T> scaled;
+  // Packed f32 weights are made from these and the scaled copy then given back.
+  cpu::MemoryArray<T> scaled;
   if (args.norm_mean.data != nullptr) {
-    auto fold = fold_norm(args, g.o);
-    if (!fold) return std::move(fold).error();
+    if (auto checked = check_norm(args, g.o); !checked) return std::move(checked).error();
+    const auto numel = static_cast<std::size_t>(args.weight.numel());
+    scaled = cpu::MemoryArray<T>(cpu.memory(), numel);
+    state.folded_bias = cpu::MemoryArray<T>(cpu.memory(), static_cast<std::size_t>(g.o));
+    if (!scaled.ok() || !state.folded_bias.ok()) {
+      return fail(Errc::out_of_memory, "cannot allocate the weight with the BatchNorm folded in (", numel, " elements)");
+    }
     const std::int64_t per_channel = g.o == 0 ? 0 : args.weight.numel() / g.o;
-    scaled.resize(static_cast<std::size_t>(args.weight.numel()));
     for (std::int64_t o = 0; o < g.o; ++o) {
-      const double scale = fold->scale[static_cast<std::size_t>(o)];
+      const NormChannel fold = norm_channel(args, o);
       for (std::int64_t i = o * per_channel; i < (o + 1) * per_channel; ++i) {
-        scaled[static_cast<std::size_t>(i)] = static_cast<T>(weights[i] * scale);
+        scaled[static_cast<std::size_t>(i)] = static_cast<T>(weights[i] * fold.scale);
       }
-      state.folded_bias.push_back(static_cast<T>(fold->shift[static_cast<std::size_t>(o)]));
+      state.folded_bias[static_cast<std::size_t>(o)] = static_cast<T>(fold.shift);
     }
     weights = scaled.data();
   }

@@ -30,6 +30,13 @@ using CpuModelOf = LoadedModel<CpuContext, standard_ops<T>>;
 /// A model loaded on the CPU with the standard f32 ops.
 using CpuModel = CpuModelOf<float>;
 
+/// A CPU context for `options`, or the error that it could not be made (no memory for its pool).
+inline Result<CpuContext> make_cpu_context(CpuOptions options) {
+  CpuContext cpu(options);
+  if (!cpu.ok()) return fail(Errc::out_of_memory, "cannot allocate the CPU backend's thread pool");
+  return cpu;
+}
+
 /// Lowers `graph` with `lowering` (any Lowering: the standard one, or the standard one extended
 /// with the user's ops and middlewares) and loads it on the CPU for the sizes in `dims`. Every op
 /// of the lowering's op set needs a CPU kernel (a compile-time check names the one that has none).
@@ -38,7 +45,9 @@ Result<LoadedModel<CpuContext, typename L::op_set>> load_cpu(const Graph& graph,
                                                              const Bindings& dims, CpuOptions options = {}) {
   auto lowered = lowering.lower(graph, LoweringMode::inference);
   if (!lowered) return std::move(lowered).error();
-  return LoadedModel<CpuContext, typename L::op_set>::load(graph, std::move(*lowered), CpuContext(options), dims);
+  auto cpu = make_cpu_context(options);
+  if (!cpu) return std::move(cpu).error();
+  return LoadedModel<CpuContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cpu), dims);
 }
 
 /// Lowers `graph` with the standard lowering for element type T and loads it on the CPU for the
@@ -60,7 +69,9 @@ Result<LoadedModel<CpuContext, typename L::op_set>> load_cpu_for_training(const 
                                                                           CpuOptions options = {}) {
   auto lowered = lowering.lower(graph, LoweringMode::training);
   if (!lowered) return std::move(lowered).error();
-  return LoadedModel<CpuContext, typename L::op_set>::load(graph, std::move(*lowered), CpuContext(options), dims);
+  auto cpu = make_cpu_context(options);
+  if (!cpu) return std::move(cpu).error();
+  return LoadedModel<CpuContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cpu), dims);
 }
 template <CpuReal T = float>
 Result<CpuModelOf<T>> load_cpu_for_training(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {

@@ -22,6 +22,18 @@ struct LinearState {
   cpu::PackedMatrix weight;  // f32: W^T in the GEMM's layout, packed once per load; f64 reads W as it is
 };
 
+/// What a linear_op<T> kernel on `rows` rows takes from the CPU context's Memory (see
+/// KernelMemory): in f32 the packed weight and the GEMM's workspace; f64 reads W in place.
+template <CpuReal T>
+constexpr KernelMemory linear_memory(std::size_t rows, std::size_t in, std::size_t out) {
+  if constexpr (std::is_same_v<T, double>) {
+    return {};
+  } else {
+    return {block_piece(cpu::packed_bytes_bound(in, out)), 0,
+            cpu::gemm_workspace_bytes_bound({rows, out, in}, false, true)};
+  }
+}
+
 // Templates over the element type, compiled here for float and double (see the end of the file).
 template <CpuReal T>
 Result<LinearState> prepare_kernel(const linear_op<T>& op, const LinearArgs<T>& args, CpuContext& cpu);
@@ -57,7 +69,7 @@ Result<LinearState> prepare_kernel(const linear_op<T>& op, const LinearArgs<T>& 
   } else {
     const auto in = static_cast<std::size_t>(op.attrs.in_features);
     const auto out = static_cast<std::size_t>(op.attrs.out_features);
-    LinearState state{cpu::pack_b(in, out, args.weight.data, in, /*trans_b=*/true)};
+    LinearState state{cpu::pack_b(in, out, args.weight.data, in, /*trans_b=*/true, cpu.memory())};
     if (!state.weight.ok() && in * out != 0) {
       return fail(Errc::out_of_memory, "cannot pack the ", op.attrs.out_features, "x", op.attrs.in_features, " weight");
     }

@@ -7,8 +7,8 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <utility>
-#include <vector>
 
+#include "cpu/kernels/memory.hpp"
 #include "math/elementwise.hpp"
 #include "math/norm.hpp"
 export module teeny.cpu:norm;
@@ -22,10 +22,17 @@ export namespace teeny {
 
 template <CpuReal T>
 struct BatchNormStateOf {
-  std::vector<T> scale;  // per channel; empty when the batch's own statistics are used
-  std::vector<T> shift;
+  cpu::MemoryArray<T> scale;  // per channel; empty when the batch's own statistics are used
+  cpu::MemoryArray<T> shift;
 };
 using BatchNormState = BatchNormStateOf<float>;
+
+/// What a batch_norm_op<T> kernel with running statistics takes from the CPU context's Memory
+/// (see KernelMemory): its per-channel scale and shift.
+template <CpuReal T>
+constexpr KernelMemory batch_norm_memory(std::size_t channels) {
+  return {2 * block_piece(channels * sizeof(T)), 0, 0};
+}
 
 // Templates over the element type, compiled here for float and double (see the end of the file).
 template <CpuReal T>
@@ -127,12 +134,15 @@ constexpr Epilogue no_activation{};
 }  // namespace
 
 template <CpuReal T>
-Result<BatchNormStateOf<T>> prepare_kernel(const batch_norm_op<T>&, const BatchNormArgs<T>& args, CpuContext&) {
+Result<BatchNormStateOf<T>> prepare_kernel(const batch_norm_op<T>&, const BatchNormArgs<T>& args, CpuContext& cpu) {
   BatchNormStateOf<T> state;
   if (args.running_mean.data == nullptr) return state;
   const std::int64_t channels = args.x.shape[1];
-  state.scale.resize(static_cast<std::size_t>(channels));
-  state.shift.resize(static_cast<std::size_t>(channels));
+  state.scale = cpu::MemoryArray<T>(cpu.memory(), static_cast<std::size_t>(channels));
+  state.shift = cpu::MemoryArray<T>(cpu.memory(), static_cast<std::size_t>(channels));
+  if (!state.scale.ok() || !state.shift.ok()) {
+    return fail(Errc::out_of_memory, "cannot allocate the scale and shift of ", channels, " channels");
+  }
   for (std::int64_t c = 0; c < channels; ++c) {
     const double weight = args.weight.data != nullptr ? args.weight.data[c] : 1.0;
     const double bias = args.bias.data != nullptr ? args.bias.data[c] : 0.0;

@@ -19,6 +19,19 @@ import :context;
 
 export namespace teeny {
 
+/// Row-pair maxima max_pool2d's 2x2 path makes at a time (16 KiB of f32: they stay in L1).
+inline constexpr std::int64_t max_pool2d_pair_floats = 4096;
+
+/// What a max_pool2d_op<T> kernel on planes `width` wide takes from the CPU context's Memory (see
+/// KernelMemory): scratch for a row of window maxima with its even and odd columns apart (stride
+/// 2), or for the 2x2 path's row-pair maxima.
+template <CpuReal T>
+constexpr KernelMemory max_pool2d_memory(std::size_t width) {
+  const auto w = static_cast<std::int64_t>(width);
+  const std::int64_t floats = std::max(2 * w + 2, std::max(max_pool2d_pair_floats, w));
+  return {0, static_cast<std::size_t>(floats) * sizeof(T), 0};
+}
+
 // Templates over the element type, compiled here for float and double (see the end of the file).
 template <CpuReal T>
 Result<NoState> prepare_kernel(const max_pool2d_op<T>& op, const Pool2dArgs<T>& args, CpuContext& cpu);
@@ -74,8 +87,7 @@ void for_each_plane(const Pool2dArgs<T>& a, std::int64_t window_elements, CpuCon
   });
 }
 
-// Row-pair maxima the 2x2 path makes at a time (16 KiB of f32: they stay in L1).
-constexpr std::int64_t kPairFloats = 4096;
+constexpr std::int64_t kPairFloats = max_pool2d_pair_floats;
 
 // 2x2 windows at stride 2 tiling the input exactly (no padding, even sizes): no row pair straddles
 // two planes, so the whole tensor is one stream of row pairs.
@@ -112,10 +124,7 @@ void max_pool_2x2(const T* x, T* y, const Planes& p, CpuContext& cpu) {
 
 template <CpuReal T>
 Result<NoState> prepare_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>& args, CpuContext& cpu) {
-  // A row of window maxima and its even and odd columns apart for stride 2, or rows of the 2x2
-  // path's row-pair maxima.
-  const std::int64_t floats = std::max(2 * args.x.shape[2] + 2, std::max(kPairFloats, args.x.shape[2]));
-  if (!cpu.reserve_scratch(static_cast<std::size_t>(floats) * sizeof(T))) {
+  if (!cpu.reserve_scratch(max_pool2d_memory<T>(static_cast<std::size_t>(args.x.shape[2])).scratch)) {
     return fail(Errc::out_of_memory, "cannot allocate max_pool2d's row buffers");
   }
   return NoState{};

@@ -1,7 +1,8 @@
 // teeny.fixed:model — a typed model loaded on the CPU: the steps of its StaticPlan as a std::tuple
 // of the run-time path's own executable ops (linear_op, conv_op, ...) with their bound arguments and
-// prepared CPU kernels, the activation arena a member array of the constexpr size, and forward a
-// fold over the tuple: no variant, no virtual call, no input matching by name.
+// prepared CPU kernels, the activation arena and the kernels' memory (packed weights, scratch,
+// workspace) member arrays of constexpr sizes, and forward a fold over the tuple: no variant, no
+// virtual call, no input matching by name, and no heap in load or forward.
 //
 //   auto x = tf::input<"x", float, 1, 1, 28, 28>();
 //   static tf::Model<decltype(fixed_models::mlp(x))> mlp;       // the arena lives in the object
@@ -10,13 +11,15 @@
 //   mlp.load(weights);                                           // Result<void>
 //   auto logits = mlp.forward(pixels);                           // Result<TensorView<const float>>
 //
-// The weights are read in place (never copied): they must outlive the model. The model holds
+// The weights are read in place (biases, BatchNorm statistics; the f32 GEMMs' weights are packed
+// into the kernels' memory at load): they must outlive the model. The model holds
 // pointers into itself, so it is neither copied nor moved: declare it where it is used.
 module;
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +28,7 @@ module;
 #include <utility>
 #include <vector>
 
+#include "cpu/kernels/memory.hpp"
 #include "math/elementwise.hpp"
 export module teeny.fixed:model;
 import teeny.core;
@@ -121,6 +125,51 @@ auto make_op() {
   }
 }
 
+// What node I's kernel takes from the CPU context's Memory (see KernelMemory), from its layer and
+// shapes alone: the plan for the model's own memory block.
+template <class Net, std::size_t I>
+constexpr KernelMemory kernel_memory() {
+  using V = typename at<typename Net::nodes, I>::type;
+  using L = typename V::layer;
+  using T = typename V::element;
+  constexpr NodePlan p = StaticPlan<typename Net::output>::nodes[I];
+  using In = typename at<typename Net::nodes, p.inputs[0]>::type::dims;
+  if constexpr (L::op == LayerOp::linear) {
+    return linear_memory<T>(static_cast<std::size_t>(In::numel / L::in_features),
+                            static_cast<std::size_t>(L::in_features), static_cast<std::size_t>(L::out_features));
+  } else if constexpr (L::op == LayerOp::conv2d) {
+    constexpr auto o = L::options;
+    return conv_memory<T>(ConvSizes{.c = In::array[1],
+                                    .h = In::array[2],
+                                    .w = In::array[3],
+                                    .o = V::dims::array[1],
+                                    .ho = V::dims::array[2],
+                                    .wo = V::dims::array[3],
+                                    .groups = o.groups,
+                                    .kernel_h = L::kernel_size,
+                                    .kernel_w = L::kernel_size,
+                                    .stride_h = o.stride,
+                                    .stride_w = o.stride,
+                                    .pad_h = o.padding,
+                                    .pad_w = o.padding,
+                                    .folded_norm = p.norm != no_node});
+  } else if constexpr (L::op == LayerOp::batch_norm2d) {
+    return batch_norm_memory<T>(static_cast<std::size_t>(L::num_features));
+  } else if constexpr (L::op == LayerOp::max_pool2d) {
+    return max_pool2d_memory<T>(static_cast<std::size_t>(In::array[3]));
+  } else {
+    return {};  // activations, adds, average pools: no state, no scratch
+  }
+}
+
+template <class Net, std::size_t... K>
+constexpr KernelMemory steps_memory(std::index_sequence<K...>) {
+  using plan = StaticPlan<typename Net::output>;
+  KernelMemory total;
+  ((total += kernel_memory<Net, plan::steps[K]>()), ...);
+  return total;
+}
+
 template <class Op>
 using state_t = typename std::remove_cvref_t<decltype(prepare_kernel(
     std::declval<const Op&>(), std::declval<const typename Op::Args&>(), std::declval<CpuContext&>()))>::value_type;
@@ -174,6 +223,11 @@ class Model {
   /// The activation arena (inputs and step outputs, reused by lifetime) and the weights' size.
   static constexpr std::size_t arena_bytes = plan::arena_bytes;
   static constexpr std::size_t param_bytes = network::param_bytes;
+  /// The kernels' memory (packed weights, per-layer constants, scratch, GEMM workspace), planned
+  /// from the layers' shapes for one thread: a member block, so that loading allocates nothing.
+  static constexpr KernelMemory kernel_memory =
+      model_detail::steps_memory<network>(std::make_index_sequence<plan::n_steps>{});
+  static constexpr std::size_t kernel_memory_bytes = CpuContext::block_bytes(kernel_memory);
   /// Elements of the input and of the output.
   static constexpr std::size_t input_size = static_cast<std::size_t>(input_value::dims::numel);
   static constexpr std::size_t output_size = static_cast<std::size_t>(Output::dims::numel);
@@ -261,7 +315,7 @@ class Model {
                   " elements but its shape ", input_value::dims::shape(), " takes ", input_size);
     }
     std::memcpy(arena_ + plan::offset_of(input_index), x.data(), sizeof(element) * input_size);
-    std::apply([this](auto&... step) { (run_kernel(step.op, step.args, step.state, cpu_), ...); }, steps_);
+    std::apply([this](auto&... step) { (run_kernel(step.op, step.args, step.state, *cpu_), ...); }, steps_);
     return output();
   }
 
@@ -334,15 +388,28 @@ class Model {
     auto args = step.op.pack_args(bindings);
     if (!args) return std::move(args).error().context(where());
     step.args = *args;
-    auto state = prepare_kernel(step.op, step.args, cpu_);
+    auto state = prepare_kernel(step.op, step.args, *cpu_);
     if (!state) return std::move(state).error().context(where());
     step.state = std::move(*state);
     return ok();
   }
 
+  // One thread: the kernels' memory comes from the member block, planned to fit. More threads
+  // need more than was planned (a workspace each, and the threads themselves): the heap.
   Result<void> prepare_all(CpuOptions options) {
-    cpu_ = CpuContext(options);
+    const bool planned = options.threads <= 1;
+    cpu_.emplace(options, planned ? static_cast<cpu::Memory&>(block_) : cpu::heap_memory());
+    if (!cpu_->ok()) return fail(Errc::out_of_memory, "cannot allocate the typed model's thread pool");
+    cpu_->defer_reservations();
     auto prepared = prepare(std::make_index_sequence<plan::n_steps>{});
+    if (prepared && !cpu_->commit_reservations()) {
+      prepared = fail(Errc::out_of_memory, "cannot allocate the kernels' scratch and GEMM workspace");
+    }
+    if (!prepared && planned && block_.needed() > kernel_memory_bytes) {
+      // A plan smaller than what the kernels took is teeny's bug, not the caller's.
+      return fail(Errc::internal, "the typed model's kernels needed ", block_.needed(), " bytes of memory, but ",
+                  kernel_memory_bytes, " were planned (Model::kernel_memory_bytes): ", prepared.error().message());
+    }
     if (!prepared) return prepared;
     loaded_ = true;
     return ok();
@@ -355,9 +422,12 @@ class Model {
     return result;
   }
 
+  // Declared in the order they are needed: each is destroyed before what it takes memory from.
   alignas(plan::arena_alignment) std::byte arena_[arena_bytes]{};
   std::array<const std::byte*, network::params.size()> weights_{};  // each parameter's bytes
-  CpuContext cpu_{};
+  alignas(cpu::Memory::alignment) std::byte kernel_block_[kernel_memory_bytes];
+  cpu::MemoryBlock block_{kernel_block_, kernel_memory_bytes};
+  std::optional<CpuContext> cpu_;
   typename model_detail::steps_tuple<network, std::make_index_sequence<plan::n_steps>>::type steps_{};
   bool loaded_ = false;
 };

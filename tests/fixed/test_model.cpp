@@ -101,16 +101,16 @@ void check_typed_model(M& model, const teeny::Graph& graph, const fixtures::Mode
   CHECK(report->missing.empty());
   CHECK(report->mismatched.empty());
   CHECK(report->skipped_unexpected == std::vector<std::string>{"in.x", "out.logits"});
-  auto loaded = model.load(weights.span());
-  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
-
   auto x = fx.x.view<float>();
   REQUIRE(x);
+  // Load and forward take nothing from the heap: the kernels' memory is the model's own block.
+  const std::size_t allocations = test_support::allocation_count();
+  auto loaded = model.load(weights.span());
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
   auto out = model.forward(std::span<const float>(x->data, static_cast<std::size_t>(x->numel())));
   REQUIRE_MESSAGE(out, (out ? "" : out.error().to_string()));
-  const std::size_t allocations = test_support::allocation_count();
   REQUIRE(model.forward(std::span<const float>(x->data, static_cast<std::size_t>(x->numel()))));
-  CHECK(test_support::allocation_count() == allocations);  // forward allocates nothing
+  CHECK(test_support::allocation_count() == allocations);
 
   const std::vector<float> reference = runtime_logits(graph, fx);
   auto pytorch = fx.logits.view<float>();
@@ -183,32 +183,40 @@ TEST_CASE(
     "a typed residual CNN (folded BatchNorms, residual adds, a downsample branch) computes what the run-time "
     "path computes") {
   const RandomWeights<cnn2::network> weights;
-  auto typed = std::make_unique<cnn2>();
-  auto loaded = typed->load(weights.tensors);
-  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
-
-  auto runtime = teeny::load_cpu(built(models::residual_cnn()), {{"batch", 2}});
-  REQUIRE_MESSAGE(runtime, (runtime ? "" : runtime.error().to_string()));
-  REQUIRE(runtime->load_weights(weights.tensors));  // strict: the typed model's keys are the graph's
-
   std::vector<float> x(cnn2::input_size);
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
   for (float& v : x) v = pixel(rng);
-  auto out = typed->forward(x);
-  REQUIRE_MESSAGE(out, (out ? "" : out.error().to_string()));
-  const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", x, {2, 3, 32, 32})};
-  REQUIRE(runtime->forward(in));
-  auto reference = runtime->output<float>("logits");
-  REQUIRE(reference);
-  REQUIRE(reference->shape == out->shape);
-  double worst = 0;
-  for (std::int64_t i = 0; i < out->numel(); ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(out->data[i]) - reference->data[i]) /
-                                std::max(std::abs(static_cast<double>(reference->data[i])), 1e-30));
+
+  // Each convolution algorithm in turn (their memory differs: the plan must hold every one).
+  using teeny::ConvAlgorithm;
+  for (const ConvAlgorithm conv :
+       {ConvAlgorithm::automatic, ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::transposed}) {
+    CAPTURE(static_cast<int>(conv));
+    auto typed = std::make_unique<cnn2>();
+    const std::size_t allocations = test_support::allocation_count();
+    auto loaded = typed->load(weights.tensors, {.conv = conv});
+    REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+    auto out = typed->forward(x);
+    REQUIRE_MESSAGE(out, (out ? "" : out.error().to_string()));
+    CHECK(test_support::allocation_count() == allocations);  // load and forward: no heap
+
+    auto runtime = teeny::load_cpu(built(models::residual_cnn()), {{"batch", 2}}, {.conv = conv});
+    REQUIRE_MESSAGE(runtime, (runtime ? "" : runtime.error().to_string()));
+    REQUIRE(runtime->load_weights(weights.tensors));  // strict: the typed model's keys are the graph's
+    const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", x, {2, 3, 32, 32})};
+    REQUIRE(runtime->forward(in));
+    auto reference = runtime->output<float>("logits");
+    REQUIRE(reference);
+    REQUIRE(reference->shape == out->shape);
+    double worst = 0;
+    for (std::int64_t i = 0; i < out->numel(); ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(out->data[i]) - reference->data[i]) /
+                                  std::max(std::abs(static_cast<double>(reference->data[i])), 1e-30));
+    }
+    MESSAGE("typed vs run-time path: max relative difference " << worst);
+    CHECK(worst <= 1e-6);
   }
-  MESSAGE("typed vs run-time path: max relative difference " << worst);
-  CHECK(worst <= 1e-6);
 }
 
 TEST_CASE("a typed model refuses weights of the wrong size or alignment, an input of the wrong size, a second load") {

@@ -2,6 +2,7 @@
 // portable kernels (plain C++ the compiler vectorises for the baseline target).
 #include "gemm.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -115,8 +116,8 @@ struct VScalar {
   static void store_partial(float* p, std::size_t, reg v) { *p = v; }
 };
 
-constexpr std::size_t kPortableMr = 4;
-constexpr std::size_t kPortableNr = 8;
+constexpr std::size_t kPortableMr = blocking_of(Isa::portable).mr;
+constexpr std::size_t kPortableNr = blocking_of(Isa::portable).nr;
 
 template <std::size_t M>
 void portable_kernel(std::size_t kc, const float* a, const float* b, float* c, std::size_t ldc, std::size_t n,
@@ -142,9 +143,9 @@ void portable_kernel(std::size_t kc, const float* a, const float* b, float* c, s
 struct Portable {
   static constexpr std::size_t mr = kPortableMr;
   static constexpr std::size_t nr = kPortableNr;
-  static constexpr std::size_t kc = 256;
-  static constexpr std::size_t mc = 512;
-  static constexpr std::size_t nc = 512;
+  static constexpr std::size_t kc = blocking_of(Isa::portable).kc;
+  static constexpr std::size_t mc = blocking_of(Isa::portable).mc;
+  static constexpr std::size_t nc = blocking_of(Isa::portable).nc;
   using vec = VScalar;
   static constexpr std::size_t thin_regs = 8;  // accumulators the thin (GEMV-like) kernels may use
 
@@ -318,7 +319,8 @@ PackedLayout layout_of(const PackedMatrix& p) {
 PackedMatrix::~PackedMatrix() { reset(); }
 
 PackedMatrix::PackedMatrix(PackedMatrix&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)),
+    : memory_(other.memory_),
+      data_(std::exchange(other.data_, nullptr)),
       floats_(std::exchange(other.floats_, 0)),
       rows_(other.rows_),
       cols_(other.cols_),
@@ -331,6 +333,7 @@ PackedMatrix::PackedMatrix(PackedMatrix&& other) noexcept
 PackedMatrix& PackedMatrix::operator=(PackedMatrix&& other) noexcept {
   if (this != &other) {
     reset();
+    memory_ = other.memory_;
     data_ = std::exchange(other.data_, nullptr);
     floats_ = std::exchange(other.floats_, 0);
     rows_ = other.rows_;
@@ -345,22 +348,24 @@ PackedMatrix& PackedMatrix::operator=(PackedMatrix&& other) noexcept {
 }
 
 void PackedMatrix::reset() {
-  if (data_ != nullptr) ::operator delete(data_, std::align_val_t{64});
+  if (data_ != nullptr) memory_->release(data_);
   data_ = nullptr;
   floats_ = 0;
 }
 
 namespace {
 
-// Allocates and fills a packed operand of depth k and width w; empty on allocation failure.
+// Allocates (from `memory`) and fills a packed operand of depth k and width w; empty on allocation
+// failure.
 template <class Fill>
-bool allocate_packed(float*& data, std::size_t& floats, std::size_t k, std::size_t padded, Fill fill) {
+bool allocate_packed(Memory& memory, float*& data, std::size_t& floats, std::size_t k, std::size_t padded,
+                     Fill fill) {
   const std::size_t want = k * padded;
   // Overflow of k * padded, or of the byte count, fails like an allocation would.
   if (padded != 0 && (want / padded != k || want > static_cast<std::size_t>(-1) / sizeof(float) - 16)) return false;
   // Even an empty operand gets a block, so that ok() tells success from failure.
   const std::size_t bytes = (want == 0 ? 16 : want) * sizeof(float);
-  data = static_cast<float*>(::operator new(bytes, std::align_val_t{64}, std::nothrow));
+  data = static_cast<float*>(memory.allocate(bytes));
   if (data == nullptr) return false;
   floats = want;
   fill(data);
@@ -369,13 +374,15 @@ bool allocate_packed(float*& data, std::size_t& floats, std::size_t k, std::size
 
 }  // namespace
 
-PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a) {
+PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a,
+                    Memory& memory) {
   PackedMatrix p;
+  p.memory_ = &memory;
   const Isa isa = active_isa();
   const KernelTable& kt = kernels_for(isa);
   const std::size_t padded = round_up(m, kt.mr);
   const Operand src = raw_a(a, lda, trans_a);
-  if (!allocate_packed(p.data_, p.floats_, k, padded, [&](float* dst) {
+  if (!allocate_packed(memory, p.data_, p.floats_, k, padded, [&](float* dst) {
         if (m != 0 && k != 0) kt.pack_a(src, k, m, dst);
       })) {
     return p;
@@ -390,13 +397,15 @@ PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t ld
   return p;
 }
 
-PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b) {
+PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b,
+                    Memory& memory) {
   PackedMatrix p;
+  p.memory_ = &memory;
   const Isa isa = active_isa();
   const KernelTable& kt = kernels_for(isa);
   const std::size_t padded = round_up(n, kt.nr);
   const Operand src = raw_b(b, ldb, trans_b);
-  if (!allocate_packed(p.data_, p.floats_, k, padded, [&](float* dst) {
+  if (!allocate_packed(memory, p.data_, p.floats_, k, padded, [&](float* dst) {
         if (n != 0 && k != 0) kt.pack_b(src, k, n, dst);
       })) {
     return p;
@@ -470,9 +479,17 @@ GemmTile gemm_tile() {
   return {kt.mr, kt.nr, kt.rows_in_place};
 }
 
+namespace {
+std::size_t workspace_bytes(const KernelTable& kt, const GemmShape& shape, bool a_packed, bool b_packed);
+}  // namespace
+
 std::size_t gemm_workspace_bytes(const GemmShape& shape, bool a_packed, bool b_packed) {
+  return workspace_bytes(kernels_for(active_isa()), shape, a_packed, b_packed);
+}
+
+namespace {
+std::size_t workspace_bytes(const KernelTable& kt, const GemmShape& shape, bool a_packed, bool b_packed) {
   if (shape.m == 0 || shape.n == 0 || shape.k == 0) return 0;
-  const KernelTable& kt = kernels_for(active_isa());
   // A packed operand in the active layout needs no block; describe it as such.
   const PackedLayout la{nullptr, kt.kc, kt.mr, 0};
   const PackedLayout lb{nullptr, kt.kc, kt.nr, 0};
@@ -486,5 +503,6 @@ std::size_t gemm_workspace_bytes(const GemmShape& shape, bool a_packed, bool b_p
              Epilogue{}};
   return detail::tile_workspace_floats(kt, g, shape.m, shape.n) * sizeof(float);
 }
+}  // namespace
 
 }  // namespace teeny::cpu

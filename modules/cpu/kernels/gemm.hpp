@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memory.hpp"
 #include "thread_pool.hpp"
 
 namespace teeny::cpu {
@@ -64,8 +65,8 @@ struct GemmShape {
 
 // ---- Pre-packed operands ----------------------------------------------------------------------
 
-// A constant GEMM operand in the kernels' packed layout (64-byte aligned, owned, move-only). It
-// records the instruction set it was packed for; a GEMM running with another instruction set
+// A constant GEMM operand in the kernels' packed layout (64-byte aligned, owned, move-only; its
+// storage comes from a Memory and goes back there). It records the instruction set it was packed for; a GEMM running with another instruction set
 // repacks it block by block into its scratch memory, which is correct but slower.
 class PackedMatrix {
  public:
@@ -95,11 +96,12 @@ class PackedMatrix {
   std::size_t padded_width() const { return padded_; }
 
  private:
-  friend PackedMatrix pack_a(std::size_t, std::size_t, const float*, std::size_t, bool);
-  friend PackedMatrix pack_b(std::size_t, std::size_t, const float*, std::size_t, bool);
+  friend PackedMatrix pack_a(std::size_t, std::size_t, const float*, std::size_t, bool, Memory&);
+  friend PackedMatrix pack_b(std::size_t, std::size_t, const float*, std::size_t, bool, Memory&);
   friend bool repack(PackedMatrix&, const float*, std::size_t, bool);
   void reset();
 
+  Memory* memory_ = nullptr;
   float* data_ = nullptr;
   std::size_t floats_ = 0;
   std::size_t rows_ = 0;
@@ -113,11 +115,15 @@ class PackedMatrix {
 
 // Packs op(A) (M x K) for the active instruction set. trans_a: A is stored K x M. A convolution
 // weight W[O, C*kh*kw] is an A operand. Returns a PackedMatrix with ok() == false when the storage
-// cannot be allocated.
-PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a);
+// cannot be allocated from `memory`.
+PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a,
+                    Memory& memory = heap_memory());
 
 // Packs op(B) (K x N). trans_b: B is stored N x K (a Linear weight W[N, K]).
-PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b);
+PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b,
+                    Memory& memory = heap_memory());
+
+
 
 // Refills `packed` in place from new values of the same op(X) (a weight after an optimizer step):
 // the same shape, layout and instruction set, no allocation. `x`, `ld` and `trans` are read as by
@@ -186,5 +192,56 @@ inline void gemm(const GemmShape& shape, const double* a, std::size_t lda, bool 
 // Bytes of per-thread scratch memory a GEMM of this shape asks the pool for (0 when none), for
 // callers that want to budget memory. The pool allocates it on first use and keeps it.
 std::size_t gemm_workspace_bytes(const GemmShape& shape, bool a_packed, bool b_packed);
+
+// ---- Planning memory at compile time ----------------------------------------------------------
+
+// Each instruction set's register tile (mr x nr) and cache blocking: packed blocks kc deep, mc rows
+// of A and nc columns of B at a time. The kernels (gemm*.cpp) are built from these.
+struct GemmBlocking {
+  std::size_t mr, nr, kc, mc, nc;
+};
+inline constexpr GemmBlocking kGemmBlocking[] = {
+    {4, 8, 256, 512, 512},     // Isa::portable
+    {6, 16, 384, 1536, 480},   // Isa::avx2
+    {12, 32, 384, 1536, 480},  // Isa::avx512
+};
+constexpr const GemmBlocking& blocking_of(Isa isa) { return kGemmBlocking[static_cast<std::size_t>(isa)]; }
+
+// Floats of one tile's workspace on the blocked path: an A block and a B block, each unless that
+// operand is read packed in place. (gemm_detail.hpp's tile_workspace_floats; the thin path's below.)
+constexpr std::size_t blocked_workspace_floats(const GemmBlocking& b, std::size_t tile_m, std::size_t tile_n,
+                                               std::size_t k, bool a_in_place, bool b_in_place) {
+  const std::size_t kc = b.kc < k ? b.kc : k;
+  const auto panels = [](std::size_t width, std::size_t block, std::size_t panel) {
+    return ((width < block ? width : block) + panel - 1) / panel * panel;
+  };
+  return (a_in_place ? 0 : panels(tile_m, b.mc, b.mr) * kc) + (b_in_place ? 0 : panels(tile_n, b.nc, b.nr) * kc) +
+         16;  // the B block starts 64-byte aligned
+}
+
+// Bytes pack_a / pack_b take from their Memory for an operand of depth k and width `width`, with
+// any instruction set: what a planned block must hold for it.
+constexpr std::size_t packed_bytes_bound(std::size_t k, std::size_t width) {
+  std::size_t panel = 1;
+  for (const GemmBlocking& b : kGemmBlocking) {
+    if (b.mr > panel) panel = b.mr;
+    if (b.nr > panel) panel = b.nr;
+  }
+  const std::size_t floats = k * ((width + panel - 1) / panel * panel);
+  return (floats == 0 ? 16 : floats) * sizeof(float);
+}
+
+// The most per-thread workspace (bytes) a GEMM of this shape with at least one operand packed (for
+// the instruction set it runs with) asks for, with any instruction set: gemm_workspace_bytes of
+// such a GEMM never exceeds it. Only the blocked path has packed operands.
+constexpr std::size_t gemm_workspace_bytes_bound(const GemmShape& shape, bool a_packed, bool b_packed) {
+  if (shape.m == 0 || shape.n == 0 || shape.k == 0) return 0;
+  std::size_t floats = 0;
+  for (const GemmBlocking& b : kGemmBlocking) {
+    const std::size_t f = blocked_workspace_floats(b, shape.m, shape.n, shape.k, a_packed, b_packed);
+    floats = f > floats ? f : floats;
+  }
+  return floats * sizeof(float);
+}
 
 }  // namespace teeny::cpu

@@ -55,9 +55,10 @@ struct V256 {
   static void store_partial(float* p, std::size_t n, reg v) { _mm256_maskstore_ps(p, mask(n), v); }
 };
 
-constexpr int kMr = 6;
-constexpr int kNv = 2;
+constexpr int kMr = static_cast<int>(blocking_of(Isa::avx2).mr);
+constexpr int kNv = static_cast<int>(blocking_of(Isa::avx2).nr / 8);
 constexpr std::size_t kNr = std::size_t{kNv} * 8;
+static_assert(kNr == blocking_of(Isa::avx2).nr, "nr is a whole number of vectors");
 
 // C[0:M, 0:8*NV] (+)= A panel x B panel over kc, then bias; the last vector has `tail` lanes.
 template <int M, int NV>
@@ -131,9 +132,9 @@ inline void transpose8(__m256 r[8]) {
 struct Avx2 {
   static constexpr std::size_t mr = kMr;
   static constexpr std::size_t nr = kNr;
-  static constexpr std::size_t kc = 384;   // A panel 6 x 384 floats = 9 KiB in L1
-  static constexpr std::size_t mc = 1536;  // A block in L3
-  static constexpr std::size_t nc = 480;   // B block 384 x 480 floats = 720 KiB in L2
+  static constexpr std::size_t kc = blocking_of(Isa::avx2).kc;   // A panel 6 x 384 floats = 9 KiB in L1
+  static constexpr std::size_t mc = blocking_of(Isa::avx2).mc;  // A block in L3
+  static constexpr std::size_t nc = blocking_of(Isa::avx2).nc;   // B block 384 x 480 floats = 720 KiB in L2
   using vec = V256;
   static constexpr std::size_t thin_regs = 8;  // accumulators the thin (GEMV-like) kernels may use
 

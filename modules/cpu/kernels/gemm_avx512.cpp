@@ -51,9 +51,10 @@ struct V512 {
   static void store_partial(float* p, std::size_t n, reg v) { _mm512_mask_storeu_ps(p, mask(n), v); }
 };
 
-constexpr int kMr = 12;
-constexpr int kNv = 2;
+constexpr int kMr = static_cast<int>(blocking_of(Isa::avx512).mr);
+constexpr int kNv = static_cast<int>(blocking_of(Isa::avx512).nr / 16);
 constexpr std::size_t kNr = std::size_t{kNv} * 16;
+static_assert(kNr == blocking_of(Isa::avx512).nr, "nr is a whole number of vectors");
 
 // Where the microkernel reads B's k-th row of NV vectors: a packed panel (kNr floats per k, zero
 // padded), or a row table (row k at base + offsets[k], unpadded: the last vector is masked so that
@@ -176,9 +177,9 @@ inline void transpose16(__m512 r[16]) {
 struct Avx512 {
   static constexpr std::size_t mr = kMr;
   static constexpr std::size_t nr = kNr;
-  static constexpr std::size_t kc = 384;   // A panel 12 x 384 floats = 18 KiB stays in L1
-  static constexpr std::size_t mc = 1536;  // A block (2.3 MiB) lives in L3, packed once per K block
-  static constexpr std::size_t nc = 480;   // B block 384 x 480 floats = 720 KiB stays in L2
+  static constexpr std::size_t kc = blocking_of(Isa::avx512).kc;   // A panel 12 x 384 floats = 18 KiB stays in L1
+  static constexpr std::size_t mc = blocking_of(Isa::avx512).mc;  // A block (2.3 MiB) lives in L3, packed once per K block
+  static constexpr std::size_t nc = blocking_of(Isa::avx512).nc;   // B block 384 x 480 floats = 720 KiB stays in L2
   using vec = V512;
   static constexpr std::size_t thin_regs = 16;  // accumulators the thin (GEMV-like) kernels may use
 

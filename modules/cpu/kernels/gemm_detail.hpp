@@ -131,11 +131,8 @@ inline std::size_t tile_workspace_floats(const KernelTable& kt, const GemmArgs& 
     const bool axpy = path == ThinPath::axpy_rows || path == ThinPath::axpy_cols;
     return round_up(gather ? thin * g.k : 0, 16) + (axpy ? thin * axpy_stride(wide) : 0) + 16;
   }
-  const std::size_t kc = min_size(kt.kc, g.k);
-  std::size_t floats = 0;
-  if (!uses_packed_directly(g.a, kt.mr, kt.kc)) floats += round_up(min_size(kt.mc, tile_m), kt.mr) * kc;
-  if (!uses_packed_directly(g.b, kt.nr, kt.kc)) floats += round_up(min_size(kt.nc, tile_n), kt.nr) * kc;
-  return floats + 16;  // the B block starts 64-byte aligned
+  return blocked_workspace_floats(GemmBlocking{kt.mr, kt.nr, kt.kc, kt.mc, kt.nc}, tile_m, tile_n, g.k,
+                                  uses_packed_directly(g.a, kt.mr, kt.kc), uses_packed_directly(g.b, kt.nr, kt.kc));
 }
 
 // Index of element (k, j) in a packed operand whose depth is total_k.

@@ -63,25 +63,13 @@ class TlsScope {
 
 }  // namespace
 
-struct alignas(64) ThreadPool::Slot {
-  void* ptr = nullptr;
-  std::size_t bytes = 0;
-  ~Slot() {
-    if (ptr) ::operator delete(ptr, std::align_val_t{64});
-  }
-};
-
-ThreadPool::ThreadPool(std::size_t n_threads) {
+ThreadPool::ThreadPool(std::size_t n_threads, Memory& memory) : memory_(&memory) {
   if (n_threads == 0) n_threads = std::thread::hardware_concurrency();
   if (n_threads == 0) n_threads = 1;
-  slots_.reset(new (std::nothrow) Slot[n_threads]);
-  if (!slots_) {
-    // Without per-thread scratch there can be no workers; degrade to inline execution.
-    slots_.reset(new (std::nothrow) Slot[1]);
-    n_threads = 1;
-  }
   if (n_threads > 1) {
-    threads_.reset(new (std::nothrow) std::thread[n_threads - 1]);
+    // Without per-thread workspaces, or threads, there can be no workers: run inline.
+    worker_slots_ = MemoryArray<Slot>(memory, n_threads - 1);
+    if (worker_slots_.ok()) threads_.reset(new (std::nothrow) std::thread[n_threads - 1]);
     if (!threads_) n_threads = 1;
   }
   n_threads_ = n_threads;
@@ -93,18 +81,19 @@ ThreadPool::~ThreadPool() {
   job_.epoch.fetch_add(1, std::memory_order_seq_cst);
   job_.epoch.notify_all();
   for (std::size_t w = 1; w < n_threads_; ++w) threads_[w - 1].join();
+  memory_->release(caller_slot_.ptr);
+  for (Slot& s : worker_slots_) memory_->release(s.ptr);
 }
 
 std::size_t ThreadPool::current_worker() const { return tls_pool == this ? tls_worker : 0; }
 
 void* ThreadPool::workspace(std::size_t worker, std::size_t bytes) {
-  if (!slots_ || worker >= n_threads_) return nullptr;
-  Slot& s = slots_[worker];
+  if (worker >= n_threads_) return nullptr;
+  Slot& s = worker == 0 ? caller_slot_ : worker_slots_[worker - 1];
   if (s.bytes >= bytes && s.ptr) return s.ptr;
-  if (s.ptr) ::operator delete(s.ptr, std::align_val_t{64});
-  // Round up so that slightly larger requests later do not reallocate.
-  const std::size_t want = (bytes + 4095) & ~std::size_t{4095};
-  s.ptr = ::operator new(want, std::align_val_t{64}, std::nothrow);
+  memory_->release(s.ptr);
+  const std::size_t want = workspace_size(bytes);
+  s.ptr = memory_->allocate(want);
   s.bytes = s.ptr ? want : 0;
   return s.ptr;
 }

@@ -13,14 +13,17 @@
 #include <thread>
 #include <type_traits>
 
+#include "memory.hpp"
+
 namespace teeny::cpu {
 
 // The padding the analyzer reports is deliberate: the atomics sit on cache lines of their own.
 class ThreadPool {  // NOLINT(clang-analyzer-optin.performance.Padding)
  public:
   // n_threads counts the caller: 1 runs everything inline and starts no thread; 0 means one per
-  // hardware thread.
-  explicit ThreadPool(std::size_t n_threads);
+  // hardware thread. The workers' bookkeeping and every workspace come from `memory` (a pool of
+  // one thread takes nothing until a workspace is asked for); threads the system makes.
+  explicit ThreadPool(std::size_t n_threads, Memory& memory = heap_memory());
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -50,14 +53,22 @@ class ThreadPool {  // NOLINT(clang-analyzer-optin.performance.Padding)
   // Index of the calling thread in this pool: its worker index inside a task, 0 elsewhere.
   std::size_t current_worker() const;
 
-  // Per-worker scratch memory, 64-byte aligned, grown to at least `bytes` (never shrunk) and kept
-  // for the pool's lifetime, so steady-state calls allocate nothing. Only the thread currently
-  // acting as `worker` may call it. Returns nullptr when the allocation fails.
+  // Per-worker scratch memory, 64-byte aligned, grown to at least `bytes` (never shrunk, contents
+  // not kept when it grows) and kept for the pool's lifetime, so steady-state calls allocate
+  // nothing. Only the thread currently acting as `worker` may call it. Returns nullptr when the
+  // pool's Memory has no room.
   void* workspace(std::size_t worker, std::size_t bytes);
+  // What workspace(worker, bytes) takes from the Memory: requests are rounded up to whole pages,
+  // so that slightly larger ones later do not reallocate.
+  static constexpr std::size_t workspace_size(std::size_t bytes) { return (bytes + 4095) & ~std::size_t{4095}; }
 
  private:
   using TaskFn = void (*)(const void* ctx, std::size_t task, std::size_t worker);
-  struct Slot;
+  // A worker's workspace, on a cache line of its own.
+  struct alignas(64) Slot {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
 
   void run(std::size_t n_tasks, TaskFn fn, const void* ctx);
   void run_chunk(std::size_t base, std::size_t n_tasks, TaskFn fn, const void* ctx);
@@ -66,7 +77,9 @@ class ThreadPool {  // NOLINT(clang-analyzer-optin.performance.Padding)
 
   std::size_t n_threads_ = 1;
   std::unique_ptr<std::thread[]> threads_;  // workers 1 .. n_threads_-1
-  std::unique_ptr<Slot[]> slots_;           // one per thread, the caller's first
+  Memory* memory_;
+  Slot caller_slot_;                        // worker 0's
+  MemoryArray<Slot> worker_slots_;          // workers 1 .. n_threads_-1
   std::uint32_t generation_ = 0;            // caller-only: id of the last job published
 
   // The current job, on one cache line so that a waking worker fetches it in one transfer. The
