@@ -2,6 +2,7 @@
 // the program, for targets without a file system (docs/embedded.md):
 //
 //   teeny-embed-weights mlp.safetensors mlp_weights.hpp --namespace mlp_weights [--skip in.] [--skip out.]
+//   teeny-embed-weights mlp.safetensors mlp_io.hpp --namespace mlp_io --only in. --only out.
 //
 // The header declares, in the namespace given, one 64-byte-aligned `static const` array per tensor
 // (its bytes as integers of the element's size, so that the values are right on any byte order)
@@ -23,8 +24,9 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: teeny-embed-weights INPUT.safetensors OUTPUT.hpp --namespace NAME [--skip PREFIX]...\n"
-               "  writes a C++ header declaring NAME::tensors, the file's tensors compiled in (those whose key\n"
-               "  starts with a PREFIX left out)\n");
+               "                           [--only PREFIX]...\n"
+               "  writes a C++ header declaring NAME::tensors, the file's tensors compiled in: those whose key\n"
+               "  starts with an --only PREFIX (all, without --only), but for those starting with a --skip PREFIX\n");
   return 2;
 }
 
@@ -85,11 +87,14 @@ int main(int argc, char** argv) {
   const std::string output(args[1]);
   std::string ns;
   std::vector<std::string_view> skip;
+  std::vector<std::string_view> only;
   for (std::size_t i = 2; i < args.size(); ++i) {
     if (args[i] == "--namespace" && i + 1 < args.size()) {
       ns = args[++i];
     } else if (args[i] == "--skip" && i + 1 < args.size()) {
       skip.push_back(args[++i]);
+    } else if (args[i] == "--only" && i + 1 < args.size()) {
+      only.push_back(args[++i]);
     } else {
       return usage();
     }
@@ -112,9 +117,11 @@ int main(int argc, char** argv) {
 
   std::vector<const teeny::SafetensorsEntry*> kept;
   for (const auto& e : file->entries()) {
-    bool skipped = false;
-    for (std::string_view prefix : skip) skipped = skipped || std::string_view(e.name).starts_with(prefix);
-    if (!skipped) kept.push_back(&e);
+    const std::string_view key(e.name);
+    bool wanted = only.empty();
+    for (std::string_view prefix : only) wanted = wanted || key.starts_with(prefix);
+    for (std::string_view prefix : skip) wanted = wanted && !key.starts_with(prefix);
+    if (wanted) kept.push_back(&e);
   }
   std::size_t total = 0;
   for (const auto* e : kept) total += e->data.size();

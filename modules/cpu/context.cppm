@@ -122,7 +122,8 @@ class CpuContext {
   static constexpr std::size_t block_bytes(const KernelMemory& kernels) {
     std::size_t bytes = block_piece(sizeof(cpu::ThreadPool)) + kernels.state;
     if (kernels.scratch != 0) {
-      bytes += block_piece(sizeof(Scratch)) + block_piece((kernels.scratch + sizeof(float) - 1) / sizeof(float) * sizeof(float));
+      bytes += block_piece(sizeof(Scratch)) +
+               block_piece((kernels.scratch + sizeof(float) - 1) / sizeof(float) * sizeof(float));
     }
     if (kernels.workspace != 0) bytes += block_piece(cpu::ThreadPool::workspace_size(kernels.workspace));
     return bytes;
@@ -161,10 +162,10 @@ class CpuContext {
 
   CpuOptions options_;
   cpu::Memory* memory_;
-  PoolPtr pool_;                        // not movable itself; the context is
+  PoolPtr pool_;                       // not movable itself; the context is
   cpu::MemoryArray<Scratch> scratch_;  // one block per worker
   std::size_t scratch_bytes_ = 0;
-  std::size_t scratch_wanted_ = 0;    // the largest reservations asked for
+  std::size_t scratch_wanted_ = 0;  // the largest reservations asked for
   std::size_t workspace_wanted_ = 0;
   bool deferred_ = false;
   RunPhase phase_{};

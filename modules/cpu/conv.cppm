@@ -41,12 +41,12 @@ export namespace teeny {
 /// (i, j) of output (oh, ow) is then element (oh + i*dh/sh, ow + j*dw/sw) of plane
 /// (c, i*dh % sh, j*dw % sw): each im2col row is one contiguous window of a plane.
 struct PhasePlanes {
-  std::int64_t sh = 1, sw = 1;     // strides: phases per dim
-  std::int64_t qh = 0, qw = 0;     // rows and columns of a plane
+  std::int64_t sh = 1, sw = 1;          // strides: phases per dim
+  std::int64_t qh = 0, qw = 0;          // rows and columns of a plane
   cpu::MemoryArray<std::int64_t> slot;  // per phase a * sw + b: its plane's index, or -1 when no tap reads it
-  std::int64_t used = 0;           // phases read by some tap
-  std::int64_t reach = 0;          // plane rows an output row reads below its own: taps' (i * dh) / sh
-  std::int64_t floats = 0;         // cg * used planes, plus a row of slack for the last windows
+  std::int64_t used = 0;                // phases read by some tap
+  std::int64_t reach = 0;               // plane rows an output row reads below its own: taps' (i * dh) / sh
+  std::int64_t floats = 0;              // cg * used planes, plus a row of slack for the last windows
 };
 
 /// Elements of per-worker scratch: the columns (phase planes or im2col matrix), then the GEMM's
@@ -68,10 +68,10 @@ struct ConvStateOf {
   using Columns = ConvColumns;
   cpu::MemoryArray<cpu::PackedMatrix> weights;  // f32, per group: W_g as the A operand (W_g^T as B: transposed)
   Columns columns = Columns::im2col;
-  bool depthwise = false;                   // one input channel per group: the direct kernel
-  PhasePlanes phases;                       // implicit
+  bool depthwise = false;                        // one input channel per group: the direct kernel
+  PhasePlanes phases;                            // implicit
   cpu::MemoryArray<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
-  ConvScratch scratch;                      // set at load, where forward finds its buffers
+  ConvScratch scratch;                           // set at load, where forward finds its buffers
   // With a folded BatchNorm: the bias after it, and for a convolution that reads its weights
   // unpacked (depthwise, or f64) the scaled weights.
   cpu::MemoryArray<T> folded_bias;
@@ -103,8 +103,8 @@ constexpr KernelMemory conv_memory(const ConvSizes& s) {
   KernelMemory m;
   if (s.folded_norm) m.state += block_piece(bytes(s.o * k, sizeof(T))) + block_piece(bytes(s.o, sizeof(T)));
   if (cg == 1 && s.groups > 1) return m;  // depthwise: the direct kernel
-  const bool pointwise = s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 &&
-                         s.pad_w == 0;
+  const bool pointwise =
+      s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
   if constexpr (std::is_same_v<T, double>) {
     if (!pointwise) m.scratch = bytes(round16(k * p), sizeof(T));  // the im2col matrix
     return m;
@@ -124,9 +124,10 @@ constexpr KernelMemory conv_memory(const ConvSizes& s) {
     const std::int64_t implicit = round16(cg * s.stride_h * s.stride_w * qh * qw + qw) + og * s.ho * qw;
     const std::int64_t columns = round16(k * p) + p * og;  // im2col, and transposed's result
     m.scratch = bytes(std::max(implicit, columns), sizeof(float));
-    m.workspace = std::max({cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(s.ho * qw), uk}, true, false),
-                            cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(p), uk}, true, false),
-                            cpu::gemm_workspace_bytes_bound({static_cast<std::size_t>(p), uog, uk}, false, true)});
+    m.workspace =
+        std::max({cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(s.ho * qw), uk}, true, false),
+                  cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(p), uk}, true, false),
+                  cpu::gemm_workspace_bytes_bound({static_cast<std::size_t>(p), uog, uk}, false, true)});
     return m;
   }
 }
@@ -739,7 +740,8 @@ Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args
     scaled = cpu::MemoryArray<T>(cpu.memory(), numel);
     state.folded_bias = cpu::MemoryArray<T>(cpu.memory(), static_cast<std::size_t>(g.o));
     if (!scaled.ok() || !state.folded_bias.ok()) {
-      return fail(Errc::out_of_memory, "cannot allocate the weight with the BatchNorm folded in (", numel, " elements)");
+      return fail(Errc::out_of_memory, "cannot allocate the weight with the BatchNorm folded in (", numel,
+                  " elements)");
     }
     const std::int64_t per_channel = g.o == 0 ? 0 : args.weight.numel() / g.o;
     for (std::int64_t o = 0; o < g.o; ++o) {

@@ -7,7 +7,7 @@
 //   auto x = tf::input<"x", float, 1, 1, 28, 28>();
 //   static tf::Model<decltype(fixed_models::mlp(x))> mlp;       // the arena lives in the object
 //   alignas(64) static std::byte weights[decltype(mlp)::param_bytes];
-//   tf::read_weights<decltype(mlp)::network>(*file, weights);   // or weights compiled in
+//   tf::read_weights<decltype(mlp)::network>(*file, weights);   // teeny.fixed.io; or compiled in
 //   mlp.load(weights);                                           // Result<void>
 //   auto logits = mlp.forward(pixels);                           // Result<TensorView<const float>>
 //
@@ -26,7 +26,6 @@ module;
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "cpu/kernels/memory.hpp"
 #include "math/elementwise.hpp"
@@ -35,7 +34,6 @@ import teeny.core;
 import teeny.graph;
 import teeny.model;
 import teeny.ops;
-import teeny.io;
 import teeny.cpu;
 import :name;
 import :value;
@@ -431,27 +429,5 @@ class Model {
   typename model_detail::steps_tuple<network, std::make_index_sequence<plan::n_steps>>::type steps_{};
   bool loaded_ = false;
 };
-
-/// Fills `image` (Net::param_bytes, laid out as Net::param_offsets) from a safetensors file by
-/// PyTorch key, with the run-time path's checks: strict by default (every missing, unexpected,
-/// mis-shaped or unconvertible key in one error, nothing written), floating dtypes converted.
-template <class Net>
-Result<LoadReport> read_weights(const ParamSource& source, std::span<std::byte> image, LoadOptions options = {}) {
-  if (image.size() != Net::param_bytes) {
-    return fail(Errc::invalid_argument, "weight image: ", image.size(), " bytes, but the model's parameters take ",
-                Net::param_bytes);
-  }
-  std::vector<ParamTarget> targets;
-  for (std::size_t i = 0; i < Net::params.size(); ++i) {
-    const ParamSpec& p = Net::params[i];
-    const auto bytes = static_cast<std::size_t>(p.shape.numel()) * size_of(p.dtype);
-    targets.push_back({std::string(p.key), p.dtype, p.shape, image.subspan(Net::param_offsets[i], bytes)});
-  }
-  return load_parameters(source, targets, options);
-}
-template <class Net>
-Result<LoadReport> read_weights(const SafetensorsFile& file, std::span<std::byte> image, LoadOptions options = {}) {
-  return read_weights<Net>(ParamSource::of(file), image, options);
-}
 
 }  // namespace teeny::fixed

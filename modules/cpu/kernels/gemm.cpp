@@ -19,6 +19,12 @@ namespace teeny::cpu {
 
 // ---- Instruction set selection ----------------------------------------------------------------
 
+#if defined(TEENY_CPU_ISA_FIXED)
+// Built for one instruction set (-Dcpu_isa): no detection, no dispatch; the CPU must have it.
+Isa detected_isa() { return static_cast<Isa>(TEENY_CPU_ISA_FIXED); }
+Isa active_isa() { return detected_isa(); }
+Isa set_isa(Isa) { return detected_isa(); }
+#else
 Isa detected_isa() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const Isa isa = [] {
@@ -74,6 +80,7 @@ Isa set_isa(Isa isa) {
   active_slot().store(got, std::memory_order_relaxed);
   return got;
 }
+#endif
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -216,7 +223,14 @@ using detail::Operand;
 using detail::PackedLayout;
 using detail::round_up;
 
-const KernelTable& kernels_for(Isa isa) {
+const KernelTable& kernels_for([[maybe_unused]] Isa isa) {
+#if defined(TEENY_CPU_ISA_FIXED) && TEENY_CPU_ISA_FIXED == 2 && defined(TEENY_CPU_GEMM_AVX512)
+  return detail::avx512_kernels();  // built for one instruction set: only its kernels are linked
+#elif defined(TEENY_CPU_ISA_FIXED) && TEENY_CPU_ISA_FIXED == 1 && defined(TEENY_CPU_GEMM_AVX2)
+  return detail::avx2_kernels();
+#elif defined(TEENY_CPU_ISA_FIXED)
+  return detail::portable_kernels();
+#else
   switch (isa) {
 #if defined(TEENY_CPU_GEMM_AVX512)
     case Isa::avx512: return detail::avx512_kernels();
@@ -227,6 +241,7 @@ const KernelTable& kernels_for(Isa isa) {
     default: break;
   }
   return detail::portable_kernels();
+#endif
 }
 
 // Below this many flops per thread, waking another thread costs more than it saves.
@@ -358,8 +373,7 @@ namespace {
 // Allocates (from `memory`) and fills a packed operand of depth k and width w; empty on allocation
 // failure.
 template <class Fill>
-bool allocate_packed(Memory& memory, float*& data, std::size_t& floats, std::size_t k, std::size_t padded,
-                     Fill fill) {
+bool allocate_packed(Memory& memory, float*& data, std::size_t& floats, std::size_t k, std::size_t padded, Fill fill) {
   const std::size_t want = k * padded;
   // Overflow of k * padded, or of the byte count, fails like an allocation would.
   if (padded != 0 && (want / padded != k || want > static_cast<std::size_t>(-1) / sizeof(float) - 16)) return false;
@@ -374,8 +388,7 @@ bool allocate_packed(Memory& memory, float*& data, std::size_t& floats, std::siz
 
 }  // namespace
 
-PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a,
-                    Memory& memory) {
+PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a, Memory& memory) {
   PackedMatrix p;
   p.memory_ = &memory;
   const Isa isa = active_isa();
@@ -397,8 +410,7 @@ PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t ld
   return p;
 }
 
-PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b,
-                    Memory& memory) {
+PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b, Memory& memory) {
   PackedMatrix p;
   p.memory_ = &memory;
   const Isa isa = active_isa();

@@ -22,7 +22,8 @@ namespace teeny::cpu {
 enum class Isa : std::uint8_t { portable, avx2, avx512 };
 
 // The best instruction set this CPU (and OS) supports. avx2 means AVX2 + FMA; avx512 means
-// AVX-512 F/BW/DQ/VL.
+// AVX-512 F/BW/DQ/VL. A build for one instruction set (-Dcpu_isa, which defines
+// TEENY_CPU_ISA_FIXED) detects nothing: this, active_isa and set_isa all give that one.
 Isa detected_isa();
 
 // The instruction set the kernels use: detected_isa(), lowered by the TEENY_CPU_ISA environment
@@ -66,8 +67,8 @@ struct GemmShape {
 // ---- Pre-packed operands ----------------------------------------------------------------------
 
 // A constant GEMM operand in the kernels' packed layout (64-byte aligned, owned, move-only; its
-// storage comes from a Memory and goes back there). It records the instruction set it was packed for; a GEMM running with another instruction set
-// repacks it block by block into its scratch memory, which is correct but slower.
+// storage comes from a Memory and goes back there). It records the instruction set it was packed for; a GEMM running
+// with another instruction set repacks it block by block into its scratch memory, which is correct but slower.
 class PackedMatrix {
  public:
   enum class Operand : std::uint8_t { a, b };
@@ -122,8 +123,6 @@ PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t ld
 // Packs op(B) (K x N). trans_b: B is stored N x K (a Linear weight W[N, K]).
 PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b,
                     Memory& memory = heap_memory());
-
-
 
 // Refills `packed` in place from new values of the same op(X) (a weight after an optimizer step):
 // the same shape, layout and instruction set, no allocation. `x`, `ld` and `trans` are read as by
@@ -220,25 +219,32 @@ constexpr std::size_t blocked_workspace_floats(const GemmBlocking& b, std::size_
 }
 
 // Bytes pack_a / pack_b take from their Memory for an operand of depth k and width `width`, with
-// any instruction set: what a planned block must hold for it.
+// any instruction set the build may run with: what a planned block must hold for it.
+// The instruction sets a GEMM of this build may run with: all of them, or the one it is built for.
+#if defined(TEENY_CPU_ISA_FIXED)
+inline constexpr Isa kPlannedIsas[] = {static_cast<Isa>(TEENY_CPU_ISA_FIXED)};
+#else
+inline constexpr Isa kPlannedIsas[] = {Isa::portable, Isa::avx2, Isa::avx512};
+#endif
+
 constexpr std::size_t packed_bytes_bound(std::size_t k, std::size_t width) {
   std::size_t panel = 1;
-  for (const GemmBlocking& b : kGemmBlocking) {
-    if (b.mr > panel) panel = b.mr;
-    if (b.nr > panel) panel = b.nr;
+  for (const Isa isa : kPlannedIsas) {
+    if (blocking_of(isa).mr > panel) panel = blocking_of(isa).mr;
+    if (blocking_of(isa).nr > panel) panel = blocking_of(isa).nr;
   }
   const std::size_t floats = k * ((width + panel - 1) / panel * panel);
   return (floats == 0 ? 16 : floats) * sizeof(float);
 }
 
 // The most per-thread workspace (bytes) a GEMM of this shape with at least one operand packed (for
-// the instruction set it runs with) asks for, with any instruction set: gemm_workspace_bytes of
-// such a GEMM never exceeds it. Only the blocked path has packed operands.
+// the instruction set it runs with) asks for, with any instruction set the build may run with:
+// gemm_workspace_bytes of such a GEMM never exceeds it. Only the blocked path has packed operands.
 constexpr std::size_t gemm_workspace_bytes_bound(const GemmShape& shape, bool a_packed, bool b_packed) {
   if (shape.m == 0 || shape.n == 0 || shape.k == 0) return 0;
   std::size_t floats = 0;
-  for (const GemmBlocking& b : kGemmBlocking) {
-    const std::size_t f = blocked_workspace_floats(b, shape.m, shape.n, shape.k, a_packed, b_packed);
+  for (const Isa isa : kPlannedIsas) {
+    const std::size_t f = blocked_workspace_floats(blocking_of(isa), shape.m, shape.n, shape.k, a_packed, b_packed);
     floats = f > floats ? f : floats;
   }
   return floats * sizeof(float);

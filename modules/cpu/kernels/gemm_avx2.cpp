@@ -132,9 +132,9 @@ inline void transpose8(__m256 r[8]) {
 struct Avx2 {
   static constexpr std::size_t mr = kMr;
   static constexpr std::size_t nr = kNr;
-  static constexpr std::size_t kc = blocking_of(Isa::avx2).kc;   // A panel 6 x 384 floats = 9 KiB in L1
+  static constexpr std::size_t kc = blocking_of(Isa::avx2).kc;  // A panel 6 x 384 floats = 9 KiB in L1
   static constexpr std::size_t mc = blocking_of(Isa::avx2).mc;  // A block in L3
-  static constexpr std::size_t nc = blocking_of(Isa::avx2).nc;   // B block 384 x 480 floats = 720 KiB in L2
+  static constexpr std::size_t nc = blocking_of(Isa::avx2).nc;  // B block 384 x 480 floats = 720 KiB in L2
   using vec = V256;
   static constexpr std::size_t thin_regs = 8;  // accumulators the thin (GEMV-like) kernels may use
 

@@ -12,13 +12,18 @@ namespace teeny::cpu {
 
 namespace {
 
+// The pool whose task the calling thread is running, and its worker index there. (An embedded
+// build has one thread, and needs no thread-local storage.)
+#if TEENY_EMBEDDED
+const ThreadPool* tls_pool = nullptr;
+std::size_t tls_worker = 0;
+#else
+thread_local const ThreadPool* tls_pool = nullptr;
+thread_local std::size_t tls_worker = 0;
+
 // How long an idle thread spins before it sleeps: long enough to bridge the gap between the
 // GEMMs of consecutive layers, short enough not to burn a core when the model is idle.
 constexpr std::chrono::microseconds spin_budget{100};
-
-// The pool whose task the calling thread is running, and its worker index there.
-thread_local const ThreadPool* tls_pool = nullptr;
-thread_local std::size_t tls_worker = 0;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -40,6 +45,7 @@ bool spin_until(Pred pred) {
     if (std::chrono::steady_clock::now() >= deadline) return pred();
   }
 }
+#endif
 
 // Restores the thread-local "current pool" on scope exit (a pool's caller may itself be a worker
 // of another pool).
@@ -64,6 +70,11 @@ class TlsScope {
 }  // namespace
 
 ThreadPool::ThreadPool(std::size_t n_threads, Memory& memory) : memory_(&memory) {
+#if TEENY_EMBEDDED
+  // An embedded build has no threads: every task runs on the caller.
+  (void)n_threads;
+  n_threads_ = 1;
+#else
   if (n_threads == 0) n_threads = std::thread::hardware_concurrency();
   if (n_threads == 0) n_threads = 1;
   if (n_threads > 1) {
@@ -74,13 +85,16 @@ ThreadPool::ThreadPool(std::size_t n_threads, Memory& memory) : memory_(&memory)
   }
   n_threads_ = n_threads;
   for (std::size_t w = 1; w < n_threads_; ++w) threads_[w - 1] = std::thread([this, w] { worker_main(w); });
+#endif
 }
 
 ThreadPool::~ThreadPool() {
+#if !TEENY_EMBEDDED
   job_.stop.store(true, std::memory_order_seq_cst);
   job_.epoch.fetch_add(1, std::memory_order_seq_cst);
   job_.epoch.notify_all();
   for (std::size_t w = 1; w < n_threads_; ++w) threads_[w - 1].join();
+#endif
   memory_->release(caller_slot_.ptr);
   for (Slot& s : worker_slots_) memory_->release(s.ptr);
 }
@@ -105,6 +119,10 @@ void ThreadPool::run(std::size_t n_tasks, TaskFn fn, const void* ctx) {
     for (std::size_t t = 0; t < n_tasks; ++t) fn(ctx, t, tls_worker);
     return;
   }
+#if TEENY_EMBEDDED
+  const TlsScope scope(this, 0);
+  for (std::size_t t = 0; t < n_tasks; ++t) fn(ctx, t, 0);
+#else
   // Serialise callers from different threads; they all act as worker 0.
   while (busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
   const TlsScope scope(this, 0);
@@ -117,7 +135,10 @@ void ThreadPool::run(std::size_t n_tasks, TaskFn fn, const void* ctx) {
     }
   }
   busy_.store(false, std::memory_order_release);
+#endif
 }
+
+#if !TEENY_EMBEDDED
 
 void ThreadPool::run_chunk(std::size_t base, std::size_t n_tasks, TaskFn fn, const void* ctx) {
   job_.fn = fn;
@@ -180,5 +201,7 @@ void ThreadPool::worker_main(std::size_t worker) {
     claim_and_run(static_cast<std::uint32_t>(t >> 32), worker);
   }
 }
+
+#endif  // !TEENY_EMBEDDED
 
 }  // namespace teeny::cpu

@@ -21,8 +21,9 @@ namespace teeny::cpu {
 class ThreadPool {  // NOLINT(clang-analyzer-optin.performance.Padding)
  public:
   // n_threads counts the caller: 1 runs everything inline and starts no thread; 0 means one per
-  // hardware thread. The workers' bookkeeping and every workspace come from `memory` (a pool of
-  // one thread takes nothing until a workspace is asked for); threads the system makes.
+  // hardware thread; an embedded build (TEENY_EMBEDDED) has no threads and always runs inline.
+  // The workers' bookkeeping and every workspace come from `memory` (a pool of one thread takes
+  // nothing until a workspace is asked for); threads the system makes.
   explicit ThreadPool(std::size_t n_threads, Memory& memory = heap_memory());
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -78,9 +79,9 @@ class ThreadPool {  // NOLINT(clang-analyzer-optin.performance.Padding)
   std::size_t n_threads_ = 1;
   std::unique_ptr<std::thread[]> threads_;  // workers 1 .. n_threads_-1
   Memory* memory_;
-  Slot caller_slot_;                        // worker 0's
-  MemoryArray<Slot> worker_slots_;          // workers 1 .. n_threads_-1
-  std::uint32_t generation_ = 0;            // caller-only: id of the last job published
+  Slot caller_slot_;                // worker 0's
+  MemoryArray<Slot> worker_slots_;  // workers 1 .. n_threads_-1
+  std::uint32_t generation_ = 0;    // caller-only: id of the last job published
 
   // The current job, on one cache line so that a waking worker fetches it in one transfer. The
   // fields are written by the caller before it publishes `ticket`, and read by a worker only after

@@ -1,0 +1,200 @@
+// teeny.runtime:cpu — run-time graphs on the CPU: load_cpu lowers a graph and loads it as a
+// LoadedModel over the CPU backend (teeny.cpu), which has a kernel for every standard op.
+//
+//   auto model = load_cpu(graph, {{"batch", 64}}, {.threads = 2});   // Result<CpuModel>
+//   auto exact = load_cpu<double>(graph, {{"batch", 64}});              // f64: Result<CpuModelOf<double>>
+module;
+#include <utility>
+export module teeny.runtime:cpu;
+import teeny.core;
+import teeny.graph;
+import teeny.model;
+import teeny.ops;
+import teeny.cpu;
+import :standard_lowering;
+import :loaded_model;
+
+export namespace teeny {
+
+/// A model loaded on the CPU with the standard ops computing in T: float (fast) or double (exact
+/// checks; its GEMMs are portable, not vectorised).
+template <CpuReal T>
+using CpuModelOf = LoadedModel<CpuContext, standard_ops<T>>;
+/// A model loaded on the CPU with the standard f32 ops.
+using CpuModel = CpuModelOf<float>;
+
+/// A CPU context for `options`, or the error that it could not be made (no memory for its pool).
+inline Result<CpuContext> make_cpu_context(CpuOptions options) {
+  CpuContext cpu(options);
+  if (!cpu.ok()) return fail(Errc::out_of_memory, "cannot allocate the CPU backend's thread pool");
+  return cpu;
+}
+
+/// Lowers `graph` with `lowering` (any Lowering: the standard one, or the standard one extended
+/// with the user's ops and middlewares) and loads it on the CPU for the sizes in `dims`. Every op
+/// of the lowering's op set needs a CPU kernel (a compile-time check names the one that has none).
+template <Lowering L>
+Result<LoadedModel<CpuContext, typename L::op_set>> load_cpu(const Graph& graph, const L& lowering,
+                                                             const Bindings& dims, CpuOptions options = {}) {
+  auto lowered = lowering.lower(graph, LoweringMode::inference);
+  if (!lowered) return std::move(lowered).error();
+  auto cpu = make_cpu_context(options);
+  if (!cpu) return std::move(cpu).error();
+  return LoadedModel<CpuContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cpu), dims);
+}
+
+/// Lowers `graph` with the standard lowering for element type T and loads it on the CPU for the
+/// sizes in `dims`. The graph's values must be of that dtype (Cast converts).
+template <CpuReal T = float>
+Result<CpuModelOf<T>> load_cpu(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
+  return load_cpu(graph, standard_lowering<T>{}, dims, options);
+}
+
+#if TEENY_TRAINING
+/// Lowers `graph` for training (BatchNorms on batch statistics, dropouts active, no folds) and
+/// loads it on the CPU for the sizes in `dims`: the model runs forward, backward() and hands its
+/// parameters and gradients to an optimizer. It starts in the training phase.
+/// T = double gives exact gradients for checks against finite differences. The first overload
+/// takes any Lowering, as load_cpu does.
+template <Lowering L>
+Result<LoadedModel<CpuContext, typename L::op_set>> load_cpu_for_training(const Graph& graph, const L& lowering,
+                                                                          const Bindings& dims,
+                                                                          CpuOptions options = {}) {
+  auto lowered = lowering.lower(graph, LoweringMode::training);
+  if (!lowered) return std::move(lowered).error();
+  auto cpu = make_cpu_context(options);
+  if (!cpu) return std::move(cpu).error();
+  return LoadedModel<CpuContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cpu), dims);
+}
+template <CpuReal T = float>
+Result<CpuModelOf<T>> load_cpu_for_training(const Graph& graph, const Bindings& dims, CpuOptions options = {}) {
+  return load_cpu_for_training(graph, standard_lowering<T>{}, dims, options);
+}
+#endif
+}  // namespace teeny
+
+// The standard CPU models are instantiated once, in the library (cpu/instances.cpp), not in every
+// program that loads one: they are most of such a program's compile time.
+namespace teeny {
+extern template class LoadedModel<CpuContext, standard_ops<float>>;
+extern template class LoadedModel<CpuContext, standard_ops<double>>;
+extern template Result<CpuModelOf<float>> load_cpu<float>(const Graph&, const Bindings&, CpuOptions);
+extern template Result<CpuModelOf<double>> load_cpu<double>(const Graph&, const Bindings&, CpuOptions);
+#if TEENY_TRAINING
+extern template Result<CpuModelOf<float>> load_cpu_for_training<float>(const Graph&, const Bindings&, CpuOptions);
+extern template Result<CpuModelOf<double>> load_cpu_for_training<double>(const Graph&, const Bindings&, CpuOptions);
+#endif
+}  // namespace teeny
+
+// The CPU backend has a kernel for every standard op, in f32 and f64 (LoadedModel checks the whole
+// set too).
+namespace teeny {
+static_assert(Model<CpuModel>, "a model loaded on the CPU is a teeny::Model");
+static_assert(Model<CpuModelOf<double>>);
+static_assert(KernelFor<CpuContext, linear_op<float>>);
+static_assert(KernelFor<CpuContext, linear_op<double>>);
+static_assert(KernelFor<CpuContext, matmul_op<float>>);
+static_assert(KernelFor<CpuContext, matmul_op<double>>);
+static_assert(KernelFor<CpuContext, unary_op<float>>);
+static_assert(KernelFor<CpuContext, unary_op<double>>);
+static_assert(KernelFor<CpuContext, binary_op<float>>);
+static_assert(KernelFor<CpuContext, binary_op<double>>);
+static_assert(KernelFor<CpuContext, reshape_op<float>>);
+static_assert(KernelFor<CpuContext, reshape_op<double>>);
+static_assert(KernelFor<CpuContext, conv_op<float>>);
+static_assert(KernelFor<CpuContext, conv_op<double>>);
+static_assert(KernelFor<CpuContext, max_pool2d_op<float>>);
+static_assert(KernelFor<CpuContext, max_pool2d_op<double>>);
+static_assert(KernelFor<CpuContext, avg_pool2d_op<float>>);
+static_assert(KernelFor<CpuContext, avg_pool2d_op<double>>);
+static_assert(KernelFor<CpuContext, adaptive_avg_pool2d_op<float>>);
+static_assert(KernelFor<CpuContext, adaptive_avg_pool2d_op<double>>);
+static_assert(KernelFor<CpuContext, batch_norm_op<float>>);
+static_assert(KernelFor<CpuContext, batch_norm_op<double>>);
+static_assert(KernelFor<CpuContext, layer_norm_op<float>>);
+static_assert(KernelFor<CpuContext, layer_norm_op<double>>);
+static_assert(KernelFor<CpuContext, rms_norm_op<float>>);
+static_assert(KernelFor<CpuContext, rms_norm_op<double>>);
+static_assert(KernelFor<CpuContext, group_norm_op<float>>);
+static_assert(KernelFor<CpuContext, group_norm_op<double>>);
+static_assert(KernelFor<CpuContext, softmax_op<float>>);
+static_assert(KernelFor<CpuContext, softmax_op<double>>);
+static_assert(KernelFor<CpuContext, reduce_op<float>>);
+static_assert(KernelFor<CpuContext, reduce_op<double>>);
+static_assert(KernelFor<CpuContext, permute_op<float>>);
+static_assert(KernelFor<CpuContext, permute_op<double>>);
+static_assert(KernelFor<CpuContext, slice_op<float>>);
+static_assert(KernelFor<CpuContext, slice_op<double>>);
+static_assert(KernelFor<CpuContext, concat_op<float>>);
+static_assert(KernelFor<CpuContext, concat_op<double>>);
+static_assert(KernelFor<CpuContext, pad_op<float>>);
+static_assert(KernelFor<CpuContext, pad_op<double>>);
+static_assert(KernelFor<CpuContext, upsample_op<float>>);
+static_assert(KernelFor<CpuContext, upsample_op<double>>);
+static_assert(KernelFor<CpuContext, cast_op<float>>);
+static_assert(KernelFor<CpuContext, cast_op<double>>);
+static_assert(KernelFor<CpuContext, embedding_op<float>>);
+static_assert(KernelFor<CpuContext, embedding_op<double>>);
+static_assert(KernelFor<CpuContext, attention_op<float>>);
+static_assert(KernelFor<CpuContext, attention_op<double>>);
+static_assert(KernelFor<CpuContext, dropout_op<float>>);
+static_assert(KernelFor<CpuContext, dropout_op<double>>);
+#if TEENY_TRAINING
+// Every op with a backward has its CPU backward kernel.
+static_assert(BackwardKernelFor<CpuContext, linear_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, linear_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, matmul_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, matmul_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, unary_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, unary_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, binary_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, binary_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, reshape_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, reshape_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, permute_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, permute_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, slice_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, slice_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, concat_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, concat_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, conv_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, conv_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, max_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, max_pool2d_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, avg_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, avg_pool2d_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, adaptive_avg_pool2d_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, adaptive_avg_pool2d_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, batch_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, batch_norm_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, layer_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, layer_norm_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, rms_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, rms_norm_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, group_norm_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, group_norm_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, softmax_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, softmax_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, reduce_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, reduce_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, dropout_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, dropout_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, embedding_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, embedding_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, pad_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, pad_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, upsample_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, upsample_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, cast_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, cast_op<double>>);
+static_assert(BackwardKernelFor<CpuContext, attention_op<float>>);
+static_assert(BackwardKernelFor<CpuContext, attention_op<double>>);
+// Kernels whose prepared state is derived from parameter values refresh it after an optimizer step.
+static_assert(RefreshableKernel<CpuContext, linear_op<float>, LinearState>);
+static_assert(RefreshableKernel<CpuContext, linear_op<double>, LinearState>);
+static_assert(RefreshableKernel<CpuContext, conv_op<float>, ConvState>);
+static_assert(RefreshableKernel<CpuContext, conv_op<double>, ConvStateOf<double>>);
+static_assert(RefreshableKernel<CpuContext, batch_norm_op<float>, BatchNormState>);
+static_assert(RefreshableKernel<CpuContext, batch_norm_op<double>, BatchNormStateOf<double>>);
+#endif
+}  // namespace teeny
