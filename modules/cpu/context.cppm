@@ -40,7 +40,7 @@ struct CpuOptions {
 };
 
 /// What a kernel takes from the CPU context's Memory when it is prepared, planned ahead of time:
-/// upper bounds, for any instruction set. `state` counts the pieces its state keeps (as a
+/// upper bounds, for any instruction set the build may run with. `state` counts the pieces its state keeps (as a
 /// MemoryBlock hands them out: see block_piece); `scratch` and `workspace` are what it reserves
 /// per worker, which all kernels share: the largest counts.
 struct KernelMemory {
