@@ -360,6 +360,45 @@ TEST_CASE("packing reports failure instead of crashing, and sgemm rejects bad pa
   CHECK(teeny::cpu::pack_a(7, 0, x, 0, false).ok());
 }
 
+TEST_CASE("what packing and the GEMM workspace take stays within the planned bounds, for every width") {
+  // The heap, remembering the largest piece asked for.
+  struct Largest final : teeny::cpu::Memory {
+    std::size_t bytes = 0;
+    void* allocate(std::size_t n) override {
+      bytes = std::max(bytes, n);
+      return teeny::cpu::heap_memory().allocate(n);
+    }
+    void release(void* piece) override { teeny::cpu::heap_memory().release(piece); }
+  };
+  const IsaGuard guard;
+  const std::vector<float> x(200 * 400, 1.0f);
+  for (const Isa isa : available_isas()) {
+    REQUIRE(teeny::cpu::set_isa(isa) == isa);
+    CAPTURE(teeny::cpu::isa_name(isa));
+    for (const std::size_t k : {1, 5, 384, 400}) {
+      for (std::size_t width = 1; width <= 200; ++width) {
+        CAPTURE(k);
+        CAPTURE(width);
+        Largest a_memory;
+        Largest b_memory;
+        const PackedMatrix a = teeny::cpu::pack_a(width, k, x.data(), k, false, a_memory);
+        const PackedMatrix b = teeny::cpu::pack_b(k, width, x.data(), width, false, b_memory);
+        REQUIRE(a.ok());
+        REQUIRE(b.ok());
+        CHECK(a_memory.bytes <= teeny::cpu::packed_bytes_bound(k, width));
+        CHECK(b_memory.bytes <= teeny::cpu::packed_bytes_bound(k, width));
+        for (const std::size_t m : {1, 64, 2000}) {
+          const GemmShape shape{m, width, k};
+          CHECK(teeny::cpu::gemm_workspace_bytes(shape, true, false) <=
+                teeny::cpu::gemm_workspace_bytes_bound(shape, true, false));
+          CHECK(teeny::cpu::gemm_workspace_bytes(shape, false, true) <=
+                teeny::cpu::gemm_workspace_bytes_bound(shape, false, true));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("ISA selection clamps to what the CPU has") {
   const IsaGuard guard;
   const Isa best = teeny::cpu::detected_isa();

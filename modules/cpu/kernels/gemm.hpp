@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "memory.hpp"
 #include "thread_pool.hpp"
@@ -218,8 +219,6 @@ constexpr std::size_t blocked_workspace_floats(const GemmBlocking& b, std::size_
          16;  // the B block starts 64-byte aligned
 }
 
-// Bytes pack_a / pack_b take from their Memory for an operand of depth k and width `width`, with
-// any instruction set the build may run with: what a planned block must hold for it.
 // The instruction sets a GEMM of this build may run with: all of them, or the one it is built for.
 #if defined(TEENY_CPU_ISA_FIXED)
 inline constexpr Isa kPlannedIsas[] = {static_cast<Isa>(TEENY_CPU_ISA_FIXED)};
@@ -227,13 +226,18 @@ inline constexpr Isa kPlannedIsas[] = {static_cast<Isa>(TEENY_CPU_ISA_FIXED)};
 inline constexpr Isa kPlannedIsas[] = {Isa::portable, Isa::avx2, Isa::avx512};
 #endif
 
+// Bytes pack_a / pack_b take from their Memory for an operand of depth k and width `width`, with
+// any instruction set the build may run with: the width padded to the panel (mr for A, nr for B)
+// that pads it most.
 constexpr std::size_t packed_bytes_bound(std::size_t k, std::size_t width) {
-  std::size_t panel = 1;
+  std::size_t padded = 0;
   for (const Isa isa : kPlannedIsas) {
-    if (blocking_of(isa).mr > panel) panel = blocking_of(isa).mr;
-    if (blocking_of(isa).nr > panel) panel = blocking_of(isa).nr;
+    for (const std::size_t panel : {blocking_of(isa).mr, blocking_of(isa).nr}) {
+      const std::size_t w = (width + panel - 1) / panel * panel;
+      padded = w > padded ? w : padded;
+    }
   }
-  const std::size_t floats = k * ((width + panel - 1) / panel * panel);
+  const std::size_t floats = k * padded;
   return (floats == 0 ? 16 : floats) * sizeof(float);
 }
 
