@@ -79,6 +79,31 @@ struct ConvStateOf {
 };
 using ConvState = ConvStateOf<float>;
 
+/// The per-worker scratch layout of one image's group with the columns made as `columns`: k rows
+/// of p output pixels, og output channels of ho x wo; for implicit, the phase planes' floats and
+/// width qw. Used when a kernel is prepared and when its memory is planned.
+constexpr ConvScratch conv_scratch(ConvColumns columns, std::int64_t k, std::int64_t p, std::int64_t og,
+                                   std::int64_t ho, std::int64_t wo, std::int64_t phase_floats, std::int64_t qw) {
+  ConvScratch l;
+  std::int64_t result = 0;
+  switch (columns) {
+    case ConvColumns::input: break;
+    case ConvColumns::implicit:
+      l.columns = phase_floats;
+      if (qw != wo) result = og * ho * qw;
+      break;
+    case ConvColumns::im2col: l.columns = k * p; break;
+    case ConvColumns::transposed:
+      l.columns = k * p;
+      result = p * og;
+      break;
+  }
+  const std::int64_t columns_end = (l.columns + 15) / 16 * 16;  // the result starts 64-byte aligned
+  l.result = result != 0 ? columns_end : 0;
+  l.total = columns_end + result;
+  return l;
+}
+
 /// A convolution's sizes, for planning its memory: input [n, c, h, w], output [n, o, ho, wo].
 struct ConvSizes {
   std::int64_t c = 0, h = 0, w = 0;
@@ -99,14 +124,13 @@ constexpr KernelMemory conv_memory(const ConvSizes& s) {
   const std::int64_t k = cg * s.kernel_h * s.kernel_w;
   const std::int64_t p = s.ho * s.wo;
   const auto bytes = [](std::int64_t n, std::size_t size) { return static_cast<std::size_t>(n) * size; };
-  const auto round16 = [](std::int64_t n) { return (n + 15) / 16 * 16; };
   KernelMemory m;
   if (s.folded_norm) m.state += block_piece(bytes(s.o * k, sizeof(T))) + block_piece(bytes(s.o, sizeof(T)));
   if (cg == 1 && s.groups > 1) return m;  // depthwise: the direct kernel
   const bool pointwise =
       s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
   if constexpr (std::is_same_v<T, double>) {
-    if (!pointwise) m.scratch = bytes(round16(k * p), sizeof(T));  // the im2col matrix
+    if (!pointwise) m.scratch = bytes(conv_scratch(ConvColumns::im2col, k, p, og, s.ho, s.wo, 0, 0).total, sizeof(T));
     return m;
   } else {
     const auto uk = static_cast<std::size_t>(k);
@@ -121,9 +145,13 @@ constexpr KernelMemory conv_memory(const ConvSizes& s) {
                block_piece(bytes(k, sizeof(std::ptrdiff_t)));
     const std::int64_t qh = (s.h + 2 * s.pad_h + s.stride_h - 1) / s.stride_h;
     const std::int64_t qw = (s.w + 2 * s.pad_w + s.stride_w - 1) / s.stride_w;
-    const std::int64_t implicit = round16(cg * s.stride_h * s.stride_w * qh * qw + qw) + og * s.ho * qw;
-    const std::int64_t columns = round16(k * p) + p * og;  // im2col, and transposed's result
-    m.scratch = bytes(std::max(implicit, columns), sizeof(float));
+    // Every phase read (at most stride_h * stride_w of them), and a row of slack (plan_phases).
+    const std::int64_t phase_floats = cg * s.stride_h * s.stride_w * qh * qw + qw;
+    std::int64_t scratch = 0;
+    for (const ConvColumns c : {ConvColumns::implicit, ConvColumns::im2col, ConvColumns::transposed}) {
+      scratch = std::max(scratch, conv_scratch(c, k, p, og, s.ho, s.wo, phase_floats, qw).total);
+    }
+    m.scratch = bytes(scratch, sizeof(float));
     m.workspace =
         std::max({cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(s.ho * qw), uk}, true, false),
                   cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(p), uk}, true, false),
@@ -431,25 +459,7 @@ ConvState::Columns choose_columns(const Geometry& g, const ConvState& implicit, 
 
 template <class State>
 ConvScratch scratch_layout(const Geometry& g, const State& state) {
-  using Columns = ConvColumns;
-  ConvScratch l;
-  std::int64_t result = 0;
-  switch (state.columns) {
-    case Columns::input: break;
-    case Columns::implicit:
-      l.columns = state.phases.floats;
-      if (state.phases.qw != g.wo) result = g.og * g.ho * state.phases.qw;
-      break;
-    case Columns::im2col: l.columns = g.k * g.p; break;
-    case Columns::transposed:
-      l.columns = g.k * g.p;
-      result = g.p * g.og;
-      break;
-  }
-  const std::int64_t columns_end = (l.columns + 15) / 16 * 16;  // the result starts 64-byte aligned
-  l.result = result != 0 ? columns_end : 0;
-  l.total = columns_end + result;
-  return l;
+  return conv_scratch(state.columns, g.k, g.p, g.og, g.ho, g.wo, state.phases.floats, state.phases.qw);
 }
 
 // out[i] = act(src[i] + residual[i]) for i in [0, n): a folded residual add and the activation after
