@@ -73,7 +73,7 @@ Result<CpuModelOf<T>> load_cpu_for_training(const Graph& graph, const Bindings& 
 #endif
 }  // namespace teeny
 
-// The standard CPU models are instantiated once, in the library (cpu/instances.cpp), not in every
+// The standard CPU models are instantiated once, in the library (runtime/cpu_instances.cpp), not in every
 // program that loads one: they are most of such a program's compile time.
 namespace teeny {
 extern template class LoadedModel<CpuContext, standard_ops<float>>;
