@@ -10,6 +10,7 @@ module;
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -212,32 +213,77 @@ concept Printable = std::convertible_to<const T&, std::string_view> || std::is_a
 };
 
 namespace error_detail {
-template <class T>
-void append(std::string& out, const T& part) {
-  if constexpr (std::convertible_to<const T&, std::string_view>) {
-    out += std::string_view(part);
-  } else if constexpr (std::same_as<T, bool>) {
-    out += part ? "true" : "false";
-  } else if constexpr (std::same_as<T, char>) {
-    out += part;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.9g", static_cast<double>(part));
-    out += text;
-  } else if constexpr (std::is_arithmetic_v<T>) {
-    out += std::to_string(part);
-  } else {
-    out += to_string(part);
+// One part of a message, its type erased, so that one function (join) builds every message and a
+// message's call site only fills an array: error paths stay small in code.
+struct Piece {
+  enum class Kind : std::uint8_t { text, signed_integer, unsigned_integer, real, character };
+  Kind kind = Kind::text;
+  std::string_view text{};
+  union {
+    long long i = 0;
+    unsigned long long u;
+    double d;
+    char c;
+  };
+  explicit Piece(std::string_view s) : text(s) {}
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  explicit Piece(T v) {
+    if constexpr (std::same_as<T, char>) {
+      kind = Kind::character;
+      c = v;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      kind = Kind::real;
+      d = static_cast<double>(v);
+    } else if constexpr (std::is_signed_v<T>) {
+      kind = Kind::signed_integer;
+      i = v;
+    } else {
+      kind = Kind::unsigned_integer;
+      u = v;
+    }
   }
+};
+
+// A part as a Piece takes it: text, a number, or its to_string (a temporary that lives until the
+// message is built).
+template <class T>
+decltype(auto) printable(const T& part) {
+  if constexpr (std::convertible_to<const T&, std::string_view>) {
+    return std::string_view(part);
+  } else if constexpr (std::same_as<T, bool>) {
+    return std::string_view(part ? "true" : "false");
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    return part;
+  } else {
+    return to_string(part);
+  }
+}
+
+std::string join(std::initializer_list<Piece> pieces) {
+  std::string out;
+  for (const Piece& p : pieces) {
+    switch (p.kind) {
+      case Piece::Kind::text: out += p.text; break;
+      case Piece::Kind::character: out += p.c; break;
+      case Piece::Kind::signed_integer: out += std::to_string(p.i); break;
+      case Piece::Kind::unsigned_integer: out += std::to_string(p.u); break;
+      case Piece::Kind::real: {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.9g", p.d);
+        out += text;
+        break;
+      }
+    }
+  }
+  return out;
 }
 }  // namespace error_detail
 
 /// Concatenates the parts into one string: cat("shape ", shape, " has ", n, " elements").
 template <Printable... Parts>
 std::string cat(const Parts&... parts) {
-  std::string out;
-  (error_detail::append(out, parts), ...);
-  return out;
+  return error_detail::join({error_detail::Piece(error_detail::printable(parts))...});
 }
 
 /// Builds an Error from message parts: fail(Errc::shape_mismatch, "expected ", a, ", got ", b).
