@@ -191,8 +191,10 @@ float element(const Operand& op, std::size_t total_k, std::size_t k, std::size_t
 }
 
 // Unblocked tile needing no scratch memory: the K == 0 case and the fallback when the pool cannot
-// allocate a thread's workspace.
-void simple_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::size_t n_begin, std::size_t n_end) {
+// allocate a thread's workspace. Activates with the kernels' own code (kt), so that a build for
+// one instruction set links no other.
+void simple_tile(const KernelTable& kt, const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::size_t n_begin,
+                 std::size_t n_end) {
   const Epilogue& e = g.epi;
   for (std::size_t i = m_begin; i < m_end; ++i) {
     float* ci = g.c + i * g.ldc;
@@ -202,7 +204,7 @@ void simple_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std:
       if (e.bias != nullptr) acc += e.bias_axis == BiasAxis::column ? e.bias[j] : e.bias[i];
       ci[j] = acc;
     }
-    Portable::activate(ci + n_begin, g.ldc, 1, n_end - n_begin, e.activation, e.slope);
+    kt.activate(ci + n_begin, g.ldc, 1, n_end - n_begin, e.activation, e.slope);
   }
 }
 
@@ -286,11 +288,11 @@ Split plan_split(const KernelTable& kt, const GemmArgs& g, std::size_t threads) 
 
 void run_gemm(const GemmArgs& g, ThreadPool& pool) {
   if (g.m == 0 || g.n == 0) return;
+  const KernelTable& kt = kernels_for(active_isa());
   if (g.k == 0) {
-    pool.parallel_for(1, [&](std::size_t) { detail::simple_tile(g, 0, g.m, 0, g.n); });
+    pool.parallel_for(1, [&](std::size_t) { detail::simple_tile(kt, g, 0, g.m, 0, g.n); });
     return;
   }
-  const KernelTable& kt = kernels_for(active_isa());
   const Split s = plan_split(kt, g, pool.size());
   const std::size_t units_m = (g.m + kt.mr - 1) / kt.mr;
   const std::size_t units_n = (g.n + kt.nr - 1) / kt.nr;
@@ -306,7 +308,7 @@ void run_gemm(const GemmArgs& g, ThreadPool& pool) {
     const std::size_t floats = detail::tile_workspace_floats(kt, g, m1 - m0, n1 - n0);
     auto* ws = static_cast<float*>(pool.workspace(worker, floats * sizeof(float)));
     if (ws == nullptr) {
-      detail::simple_tile(g, m0, m1, n0, n1);
+      detail::simple_tile(kt, g, m0, m1, n0, n1);
       return;
     }
     kt.tile(g, m0, m1, n0, n1, ws);

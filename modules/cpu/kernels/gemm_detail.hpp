@@ -55,6 +55,8 @@ using TileFn = void (*)(const GemmArgs& g, std::size_t m_begin, std::size_t m_en
                         std::size_t n_end, float* ws);
 // Packs a whole operand (depth k, width w) into dst, in the layout of block_k / panel.
 using PackFn = void (*)(const Operand& src, std::size_t k, std::size_t w, float* dst);
+// Applies an activation to an m x n tile of C (row stride ldc) in place.
+using ActivateFn = void (*)(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope);
 
 struct KernelTable {
   Isa isa;
@@ -66,6 +68,7 @@ struct KernelTable {
   TileFn tile;
   PackFn pack_a;
   PackFn pack_b;
+  ActivateFn activate;
   bool rows_in_place;  // the microkernel reads a row-table B in place (T::kernel_rows)
 };
 
@@ -390,10 +393,14 @@ void thin_tile(const GemmArgs& g, ThinPath path, std::size_t m_begin, std::size_
 template <class T>
 void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::size_t n_begin, std::size_t n_end,
                float* ws) {
+#if !TEENY_EMBEDDED
+  // An embedded build leaves the thin paths out, for size: it runs typed models, whose GEMMs all
+  // read a layer's weights packed at load, which the thin paths never take.
   if (const ThinPath path = thin_path(g, m_end - m_begin, n_end - n_begin); path != ThinPath::none) {
     thin_tile<T>(g, path, m_begin, m_end, n_begin, n_end, ws);
     return;
   }
+#endif
   constexpr std::size_t mr = T::mr, nr = T::nr, kc_max = T::kc;
   const bool a_direct = uses_packed_directly(g.a, mr, kc_max);
   const bool b_direct = uses_packed_directly(g.b, nr, kc_max);
@@ -473,7 +480,7 @@ void gemm_tile_entry(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, 
 template <class T>
 constexpr KernelTable make_kernel_table(Isa isa) {
   return KernelTable{isa, T::mr, T::nr, T::kc, T::mc, T::nc, &gemm_tile_entry<T>, &pack_full<T, T::mr>,
-                     &pack_full<T, T::nr>, requires {&T::kernel_rows;
+                     &pack_full<T, T::nr>, &T::activate, requires {&T::kernel_rows;
 }
 };  // namespace
 }  // namespace teeny::cpu::detail
