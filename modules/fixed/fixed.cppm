@@ -16,13 +16,15 @@
 // use them qualified or through a namespace alias.
 //
 // Partitions: name (Name, compile-time strings), value (Dims, Node, Value, input), layers (the
-// layers and their shape checks), network (topological order, uses, parameters), plan (the
-// lowering's folds and the constexpr memory plan), model (Model: the plan's steps as a tuple of
-// executable ops with CPU kernels; read_weights).
+// layers and their shape checks), custom (ops defined outside teeny as layers), network
+// (topological order, uses, parameters), plan (the lowering's folds and the constexpr memory
+// plan), model (Model: the plan's steps as a tuple of executable ops with CPU kernels). Weights
+// from files: teeny.fixed.io (read_weights).
 export module teeny.fixed;
 export import :name;
 export import :value;
 export import :layers;
+export import :custom;
 export import :network;
 export import :plan;
 export import :model;

@@ -118,6 +118,8 @@ auto make_op() {
     return adaptive_avg_pool2d_op<T>{::teeny::AdaptiveAvgPool2d{.output_size = {L::out_h, L::out_w}}, out};
   } else if constexpr (L::op == LayerOp::add) {
     return binary_op<T>{BinaryFn::add, out, epilogue};
+  } else if constexpr (L::op == LayerOp::custom) {
+    return L::template lower<T>(out);
   } else {
     static_assert(sizeof(L) == 0, "inputs and views (Flatten) are not lowered to ops");
   }
@@ -155,6 +157,8 @@ constexpr KernelMemory kernel_memory() {
     return batch_norm_memory<T>(static_cast<std::size_t>(L::num_features));
   } else if constexpr (L::op == LayerOp::max_pool2d) {
     return max_pool2d_memory<T>(static_cast<std::size_t>(In::array[3]));
+  } else if constexpr (L::op == LayerOp::custom) {
+    return []<class... X>(TypeList<X...>) { return L::template memory<T, X...>(); }(typename inputs_of<V>::type{});
   } else {
     return {};  // activations, adds, average pools: no state, no scratch
   }
@@ -190,6 +194,28 @@ struct steps_tuple<Net, std::index_sequence<K...>> {
   using plan = StaticPlan<typename Net::output>;
   using type = std::tuple<Step<op_t<Net, plan::steps[K]>>...>;
 };
+
+// The weights bound to `slot` of a step's op: the parameter "scope.slot", or, for a slot
+// "norm.<name>", the folded BatchNorm's "norm_scope.<name>". Not a template, so that every step of
+// every model shares its code.
+Result<TensorBinding> find_param(std::span<const ParamSpec> params, std::span<const std::byte* const> weights,
+                                 std::string_view scope, std::string_view norm_scope, std::string_view slot) {
+  constexpr std::string_view norm_prefix = "norm.";
+  if (!norm_scope.empty() && slot.starts_with(norm_prefix)) {
+    scope = norm_scope;
+    slot.remove_prefix(norm_prefix.size());
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::string_view key = params[i].key;
+    if (key.size() == scope.size() + 1 + slot.size() && key.starts_with(scope) && key[scope.size()] == '.' &&
+        key.ends_with(slot)) {
+      // Read only: the kernels view parameters as const.
+      return TensorBinding{const_cast<std::byte*>(weights[i]), params[i].dtype, params[i].shape, 0};
+    }
+  }
+  return fail(Errc::invalid_argument, "its op's parameter slot '", slot, "' is not a parameter of the typed model (",
+              scope, ".", slot, ")");
+}
 
 // The index of the model's input node (one input: several are planned).
 template <class Net>
@@ -332,39 +358,27 @@ class Model {
     return {arena_ + plan::offset_of(I), dtype_of<typename V::element>, V::dims::shape(), 0};
   }
 
-  // The weights of `slot` of node I's op: its own key, or a folded BatchNorm's for "norm.*".
-  template <std::size_t I>
-  Result<TensorBinding> param_binding(std::string_view slot) {
-    constexpr NodePlan p = plan::nodes[I];
-    std::string_view scope =
-        model_detail::name_of<typename model_detail::at<typename network::nodes, I>::type::layer>();
-    constexpr std::string_view norm_prefix = "norm.";
-    if (slot.starts_with(norm_prefix)) {
-      if constexpr (p.norm != no_node) {
-        scope = model_detail::name_of<typename model_detail::at<typename network::nodes, p.norm>::type::layer>();
-        slot.remove_prefix(norm_prefix.size());
-      }
-    }
-    for (std::size_t i = 0; i < network::params.size(); ++i) {
-      const std::string_view key = network::params[i].key;
-      if (key.size() == scope.size() + 1 + slot.size() && key.starts_with(scope) && key[scope.size()] == '.' &&
-          key.ends_with(slot)) {
-        // Read only: the kernels view parameters as const.
-        return TensorBinding{const_cast<std::byte*>(weights_[i]), network::params[i].dtype, network::params[i].shape,
-                             0};
-      }
-    }
-    return fail(Errc::internal, "no parameter '", scope, ".", slot, "' in the typed model's table");
-  }
+  // What a step's preparation needs to know of its node beyond its bindings, as values, so that
+  // the steps of one op type share one copy of prepare_op.
+  struct StepSite {
+    std::string_view name;        // the layer's name (its kind if unnamed): errors, parameter keys
+    std::string_view kind;        // "linear", ...
+    std::string_view norm_scope;  // the folded BatchNorm's name, or empty
+    std::size_t declared_params;  // a custom layer's param_slots count; npos for teeny's layers
+  };
 
   template <std::size_t K>
   Result<void> prepare_step() {
     constexpr std::size_t I = plan::steps[K];
     constexpr NodePlan p = plan::nodes[I];
-    using L = typename model_detail::at<typename network::nodes, I>::type::layer;
-    auto& step = std::get<K>(steps_);
-    step.op = model_detail::make_op<network, I>();
-    const auto where = [] { return cat("node '", model_detail::name_of<L>(), "' (", L::kind, ")"); };
+    using V = typename model_detail::at<typename network::nodes, I>::type;
+    using L = typename V::layer;
+    StepSite site{model_detail::name_of<L>(), L::kind, {}, static_cast<std::size_t>(-1)};
+    if constexpr (p.norm != no_node) {
+      site.norm_scope =
+          model_detail::name_of<typename model_detail::at<typename network::nodes, p.norm>::type::layer>();
+    }
+    if constexpr (L::op == LayerOp::custom) site.declared_params = network_detail::node_params<V>::get().size();
 
     std::array<TensorBinding, 3> inputs{};
     std::size_t n_inputs = 0;
@@ -373,16 +387,37 @@ class Model {
     }(std::make_index_sequence<p.n_inputs>{});
     if constexpr (p.residual != no_node) inputs[n_inputs++] = binding<p.residual>();
 
+    auto& step = std::get<K>(steps_);
+    step.op = model_detail::make_op<network, I>();
+    return prepare_op(step, std::span<const TensorBinding>(inputs.data(), n_inputs), binding<I>(), site);
+  }
+
+  // Binds a step's parameters (by key: "name.slot", or the folded BatchNorm's for "norm.*"),
+  // packs its arguments and prepares its kernel.
+  template <class Op>
+  Result<void> prepare_op(model_detail::Step<Op>& step, std::span<const TensorBinding> inputs, TensorBinding output,
+                          const StepSite& site) {
+    const auto where = [&] { return cat("node '", site.name, "' (", site.kind, ")"); };
     std::array<TensorBinding, 8> params{};
     const auto slots = param_names(step.op);
-    if (slots.size() > params.size()) return fail(Errc::internal, "too many parameter slots").context(where());
+    if (slots.size() > params.size()) {
+      return fail(Errc::unsupported, "its op has ", slots.size(), " parameter slots; a typed model binds at most ",
+                  params.size())
+          .context(where());
+    }
+    // A custom op's executable op must name the slots its layer declared (param_slots), which the
+    // weights were laid out for.
+    if (site.declared_params != static_cast<std::size_t>(-1) && slots.size() != site.declared_params) {
+      return fail(Errc::invalid_argument, "its executable op names ", slots.size(),
+                  " parameters (param_names) but its graph op's param_slots declares ", site.declared_params)
+          .context(where());
+    }
     for (std::size_t s = 0; s < slots.size(); ++s) {
-      auto bound = param_binding<I>(slots[s]);
+      auto bound = model_detail::find_param(network::params, weights_, site.name, site.norm_scope, slots[s]);
       if (!bound) return std::move(bound).error().context(where());
       params[s] = *bound;
     }
-    const OpBindings bindings{std::span<const TensorBinding>(inputs.data(), n_inputs),
-                              std::span<const TensorBinding>(params.data(), slots.size()), binding<I>()};
+    const OpBindings bindings{inputs, std::span<const TensorBinding>(params.data(), slots.size()), output};
     auto args = step.op.pack_args(bindings);
     if (!args) return std::move(args).error().context(where());
     step.args = *args;
@@ -404,9 +439,19 @@ class Model {
       prepared = fail(Errc::out_of_memory, "cannot allocate the kernels' scratch and GEMM workspace");
     }
     if (!prepared && planned && block_.needed() > kernel_memory_bytes) {
-      // A plan smaller than what the kernels took is teeny's bug, not the caller's.
-      return fail(Errc::internal, "the typed model's kernels needed ", block_.needed(), " bytes of memory, but ",
-                  kernel_memory_bytes, " were planned (Model::kernel_memory_bytes): ", prepared.error().message());
+      // A plan smaller than what the kernels took is teeny's bug, or a custom op's that does not
+      // declare what its kernel takes: not the caller's.
+      constexpr bool has_custom = [] {
+        for (const NodePlan& p : plan::nodes) {
+          if (p.op == LayerOp::custom) return true;
+        }
+        return false;
+      }();
+      return fail(has_custom ? Errc::invalid_argument : Errc::internal, "the typed model's kernels needed ",
+                  block_.needed(), " bytes of memory, but ", kernel_memory_bytes,
+                  " were planned (Model::kernel_memory_bytes)",
+                  has_custom ? "; a custom layer's op whose kernel takes memory must declare it (memory<T>)" : "", ": ",
+                  prepared.error().message());
     }
     if (!prepared) return prepared;
     loaded_ = true;

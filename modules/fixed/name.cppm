@@ -42,6 +42,14 @@ struct Name {
 template <std::size_t N>
 Name(const char (&)[N]) -> Name<N>;
 
+/// A constant string as a Name, N its size plus one: `name_from<kind.size() + 1>(kind)`.
+template <std::size_t N>
+constexpr Name<N> name_from(std::string_view text) {
+  Name<N> out;
+  for (std::size_t i = 0; i + 1 < N && i < text.size(); ++i) out.chars[i] = text[i];
+  return out;
+}
+
 template <std::size_t N, std::size_t M>
 constexpr bool operator==(const Name<N>& a, const Name<M>& b) {
   return a.view() == b.view();

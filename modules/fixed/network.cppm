@@ -14,6 +14,7 @@ module;
 #include <type_traits>
 export module teeny.fixed:network;
 import teeny.core;
+import :name;
 import :value;
 import :layers;
 
@@ -57,16 +58,47 @@ constexpr std::size_t index_in(TypeList<Ts...>) {
   return sizeof...(Ts);
 }
 
-template <class L>
-concept HasParams = requires { L::template params<float>(); };
-
+// A node's parameters: from its layer and element type (teeny's layers), or from its layer and
+// the values it reads (a custom layer's may depend on their shapes).
 template <class V>
-constexpr std::size_t param_count() {
-  if constexpr (HasParams<typename V::layer>) {
-    return V::layer::template params<typename V::element>().size();
-  } else {
-    return 0;
+struct node_params;
+template <class L, class... In>
+struct node_params<Node<L, In...>> {
+  static constexpr auto get() {
+    if constexpr (requires { L::template params<typename Node<L, In...>::element>(); }) {
+      return L::template params<typename Node<L, In...>::element>();
+    } else if constexpr (requires { L::template params_for<In...>(); }) {
+      return L::template params_for<In...>();
+    } else {
+      return std::array<ParamSpec, 0>{};
+    }
   }
+};
+
+template <std::size_t Count>
+struct ParamList {
+  std::array<ParamSpec, Count> list{};
+  std::size_t size = 0;
+  std::string_view clash{};  // the first key two layers give different shapes or dtypes
+};
+
+// Every node's parameters, each key once (a layer used at two nodes shares its weights).
+template <class... Ns>
+constexpr auto collect_params(TypeList<Ns...>) {
+  ParamList<(node_params<Ns>::get().size() + ... + 0)> out;
+  auto append = [&]<class V>(V*) {
+    for (const ParamSpec& p : node_params<V>::get()) {
+      bool seen = false;
+      for (std::size_t i = 0; i < out.size && !seen; ++i) {
+        if (out.list[i].key != p.key) continue;
+        seen = true;
+        if (out.clash.empty() && (out.list[i].shape != p.shape || out.list[i].dtype != p.dtype)) out.clash = p.key;
+      }
+      if (!seen) out.list[out.size++] = p;
+    }
+  };
+  (append(static_cast<Ns*>(nullptr)), ...);
+  return out;
 }
 }  // namespace network_detail
 
@@ -74,6 +106,21 @@ constexpr std::size_t param_count() {
 /// it reads.
 template <Value Output>
 using topological_order = typename network_detail::visit_node<TypeList<>, Output>::type;
+
+/// True when no parameter key is given two shapes or dtypes by two layers of one name; the
+/// static_assert on it shows the key.
+template <Name Key>
+inline constexpr bool one_shape_per_key = Key.empty();
+
+namespace network_detail {
+// A function template, so that the message shows the key itself.
+template <Name Key>
+consteval bool check_one_shape_per_key() {
+  static_assert(one_shape_per_key<Key>,
+                "two layers of the model have the same name but parameters of different shapes or dtypes");
+  return true;
+}
+}  // namespace network_detail
 
 template <Value Output>
 struct Network;
@@ -102,22 +149,14 @@ struct Network {
 
   /// The parameters of every layer, in node order (a layer used at two nodes shares its weights
   /// and is listed once).
-  static constexpr auto params = []<class... Ns>(TypeList<Ns...>) {
-    constexpr std::size_t count = (network_detail::param_count<Ns>() + ... + 0);
-    std::array<ParamSpec, count> out{};
-    std::size_t k = 0;
-    auto append = [&]<class V>(V*) {
-      if constexpr (network_detail::HasParams<typename V::layer>) {
-        for (const ParamSpec& p : V::layer::template params<typename V::element>()) {
-          bool seen = false;
-          for (std::size_t i = 0; i < k; ++i) seen = seen || out[i].key == p.key;
-          if (!seen) out[k++] = p;
-        }
-      }
-    };
-    (append(static_cast<Ns*>(nullptr)), ...);
+  static constexpr auto params = [] {
+    constexpr auto all = network_detail::collect_params(nodes{});
+    std::array<ParamSpec, all.size> out{};
+    for (std::size_t i = 0; i < all.size; ++i) out[i] = all.list[i];
     return out;
-  }(nodes{});
+  }();
+  static constexpr std::string_view clashing_key = network_detail::collect_params(nodes{}).clash;
+  static_assert(network_detail::check_one_shape_per_key<name_from<clashing_key.size() + 1>(clashing_key)>());
 
   /// Offsets of the parameters in one buffer holding them all (each 64-byte aligned, as the
   /// kernels read them), and that buffer's size.

@@ -58,6 +58,7 @@ enum class LayerOp : std::uint8_t {
   adaptive_avg_pool2d,
   flatten,
   add,
+  custom,  // an op defined outside teeny (teeny.fixed:custom)
 };
 
 /// A model's input: its name (the key of the tensor fed to it), element type and shape.

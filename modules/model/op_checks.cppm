@@ -153,6 +153,31 @@ consteval bool check_executable_op() {
   return ExecutableOp<Op>;
 }
 
+/// A backend `B` runs op `Op`: prepare_kernel(op, args, backend) -> Result<State> once per plan
+/// (after weights change too), then run_kernel(op, args, state, backend) per forward.
+template <class B, class Op>
+concept KernelFor = RuntimeOp<Op> && requires(B& backend, const Op& op, const typename Op::Args& args) {
+  requires is_result_v<std::remove_cvref_t<decltype(prepare_kernel(op, args, backend))>>;
+  requires requires(typename std::remove_cvref_t<decltype(prepare_kernel(op, args, backend))>::value_type& state) {
+    run_kernel(op, args, state, backend);
+  };
+};
+
+/// Whether backend B runs Op (an input op needs no kernel), with a message saying what is
+/// missing when it does not; the note under it ("in instantiation of ...
+/// check_kernel<teeny::CpuContext, user::swiglu_op<float>>") names the backend and the op.
+template <class B, class Op>
+consteval bool check_kernel() {
+  using op_checks_detail::always_false;
+  if constexpr (!InputOpType<Op> && !KernelFor<B, Op>) {
+    static_assert(always_false<Op>,
+                  "an op of the op set has no kernel for this backend: declare `Result<State> prepare_kernel(const "
+                  "Op&, const Op::Args&, Backend&)` and `void run_kernel(const Op&, const Op::Args&, State&, "
+                  "Backend&)` in the op's namespace");
+  }
+  return true;
+}
+
 namespace op_checks_detail {
 template <class Op, class Set>
 inline constexpr bool in_set = false;

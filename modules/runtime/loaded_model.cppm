@@ -41,16 +41,6 @@ import :memory_plan;
 
 export namespace teeny {
 
-/// A backend `B` runs op `Op`: prepare_kernel(op, args, backend) -> Result<State> once per plan
-/// (after weights change too), then run_kernel(op, args, state, backend) per forward.
-template <class B, class Op>
-concept KernelFor = RuntimeOp<Op> && requires(B& backend, const Op& op, const typename Op::Args& args) {
-  requires is_result_v<std::remove_cvref_t<decltype(prepare_kernel(op, args, backend))>>;
-  requires requires(typename std::remove_cvref_t<decltype(prepare_kernel(op, args, backend))>::value_type& state) {
-    run_kernel(op, args, state, backend);
-  };
-};
-
 #if TEENY_TRAINING
 /// A backend `B` runs op `Op`'s backward: prepare_backward_kernel(op, args, backend) ->
 /// Result<State> once per plan, then run_backward_kernel(op, args, state, backend) per backward.
@@ -144,22 +134,6 @@ struct backward_step_variant<B, std::variant<Ops...>> {
 };
 #endif
 
-template <class>
-inline constexpr bool always_false = false;
-
-// Whether backend B runs Op, with a message saying what is missing when it does not; the note
-// under it ("in instantiation of ... check_kernel<teeny::CpuContext, user::swiglu_op<float>>")
-// names the backend and the op.
-template <class B, class Op>
-consteval bool check_kernel() {
-  if constexpr (!InputOpType<Op> && !KernelFor<B, Op>) {
-    static_assert(always_false<Op>,
-                  "an op of the op set has no kernel for this backend: declare `Result<State> prepare_kernel(const "
-                  "Op&, const Op::Args&, Backend&)` and `void run_kernel(const Op&, const Op::Args&, State&, "
-                  "Backend&)` in the op's namespace");
-  }
-  return true;
-}
 template <class B, class Ops>
 inline constexpr bool backend_runs_all = false;
 template <class B, class... Ops>

@@ -10,6 +10,7 @@
 // ffn::lowering<T> is teeny's standard lowering plus one middleware that lowers them.
 // Include after the std headers it includes and `import teeny;`.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -21,7 +22,15 @@
 
 namespace ffn {
 
+template <teeny::FloatElement T>
+struct swiglu_op;
+template <teeny::FloatElement T>
+struct squared_relu_op;
+
 // ---- graph ops: what the graph builder records and checks --------------------------------------
+// Each also serves as a layer of a typed model (teeny::fixed::Custom): infer_shape and param_slots
+// state its rules for concrete shapes at compile time, and lower<T> makes its executable op (for
+// the middleware below too).
 
 /// PyTorch: a module holding `w1 = nn.Linear(in_features, hidden, bias=False)` and `w3` alike,
 /// computing `F.silu(w1(x)) * w3(x)`; its state_dict keys `{node}.w1.weight`, `{node}.w3.weight`.
@@ -56,6 +65,21 @@ struct SwiGLU {
     return "in_features=" + std::to_string(in_features) + ", hidden=" + std::to_string(hidden);
   }
   friend bool operator==(const SwiGLU&, const SwiGLU&) = default;
+
+  constexpr teeny::fixed::Inferred infer_shape(std::span<const teeny::ConcreteShape> inputs) const {
+    if (in_features <= 0 || hidden <= 0) return {{}, "in_features and hidden must be positive"};
+    teeny::ConcreteShape y = inputs[0];
+    if (y.rank() == 0 || y.last() != in_features) return {{}, "last dim is not in_features"};
+    y[y.rank() - 1] = hidden;
+    return {y, {}};
+  }
+  constexpr std::array<teeny::fixed::ParamSlot, 2> param_slots(std::span<const teeny::ConcreteShape>) const {
+    return {{{"w1.weight", {hidden, in_features}}, {"w3.weight", {hidden, in_features}}}};
+  }
+  template <teeny::FloatElement T>
+  swiglu_op<T> lower(const teeny::OpOutput& out) const {
+    return {in_features, hidden, out};
+  }
 };
 
 /// relu(x)^2, elementwise; no attributes, no parameters.
@@ -71,6 +95,14 @@ struct SquaredReLU {
   }
   std::string attributes() const { return {}; }
   friend bool operator==(const SquaredReLU&, const SquaredReLU&) = default;
+
+  constexpr teeny::fixed::Inferred infer_shape(std::span<const teeny::ConcreteShape> inputs) const {
+    return {inputs[0], {}};
+  }
+  template <teeny::FloatElement T>
+  squared_relu_op<T> lower(const teeny::OpOutput& out) const {
+    return {out};
+  }
 };
 
 static_assert(teeny::GraphOpWithParams<SwiGLU> && teeny::GraphOpType<SquaredReLU>);
@@ -328,8 +360,8 @@ struct middleware {
                            ", but this lowering computes in ", teeny::dtype_of<T>);
       }
       const teeny::OpOutput out{node.op.type.shape, node.op.type.dtype};
-      op_set op = swiglu != nullptr ? op_set(swiglu_op<T>{swiglu->in_features, swiglu->hidden, out})
-                                    : op_set(squared_relu_op<T>{out});
+      op_set op =
+          swiglu != nullptr ? op_set(swiglu->template lower<T>(out)) : op_set(squared_relu->template lower<T>(out));
       auto id = ctx.emit(g, std::move(op), ctx.inputs(g), node.name);
       if (!id) return std::move(id).error();
       return true;

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 import teeny;
@@ -223,6 +225,77 @@ TEST_CASE("teeny's standard lowering alone refuses a custom op, naming node and 
   CHECK(model.error().to_string() ==
         "unsupported: node 'ffn' (swiglu): op 'swiglu' is defined outside teeny and no middleware of this lowering "
         "lowers it (give standard_lowering one: see docs/custom-ops.md)");
+}
+
+namespace tf = teeny::fixed;
+
+// The same network as a typed model (teeny.fixed): the custom ops are layers of it, their shapes
+// checked by the compiler with their own infer_shape, run by the same executable ops and kernels.
+constexpr tf::Linear<"proj", features, width> proj;
+constexpr tf::Custom<"ffn", ffn::SwiGLU{.in_features = width, .hidden = hidden}> swiglu;
+constexpr tf::Custom<"squared_relu_0", ffn::SquaredReLU{}> squared_relu;
+constexpr tf::Linear<"out", hidden, classes> out;
+template <tf::Value X>
+constexpr auto typed_network(X x) {
+  return out(squared_relu(swiglu(tf::relu(proj(x)))));
+}
+
+TEST_CASE("custom ops as layers of a typed model: shapes at compile time, the run-time path's numbers") {
+  constexpr std::int64_t batch = 5;
+  using typed_model = tf::Model<decltype(typed_network(tf::input<"x", float, batch, features>()))>;
+  using network = typed_model::network;
+  static_assert(std::is_same_v<decltype(swiglu(tf::input<"h", float, 2, 3, width>()))::dims, tf::Dims<2, 3, hidden>>);
+  static_assert(std::is_same_v<typed_model::element, float> &&
+                std::is_same_v<decltype(typed_network(tf::input<"x", float, batch, features>()))::dims,
+                               tf::Dims<batch, classes>>);
+  static_assert(network::params.size() == 6);
+  static_assert(network::params[2].key == "ffn.w1.weight" && network::params[3].key == "ffn.w3.weight");
+  static_assert(network::params[3].shape == teeny::ConcreteShape{hidden, width});
+  static_assert(typed_model::plan::n_steps == 4);  // proj (+ReLU), ffn, squared_relu_0, out
+
+  auto graph = build_graph();
+  REQUIRE(graph);
+  std::mt19937 rng(11);
+  const auto weights = random_weights(*graph, rng);
+  const Weights f32 = as_f32(weights, *graph);
+  std::normal_distribution<double> dist(0, 1);
+  std::vector<double> x(static_cast<std::size_t>(batch * features));
+  for (double& v : x) v = dist(rng);
+  const std::vector<float> xf(x.begin(), x.end());
+  const auto want = reference(weights, x, batch);
+
+  auto runtime = teeny::load_cpu(*graph, ffn::lowering<float>{}, {{"batch", batch}});
+  REQUIRE(runtime);
+  REQUIRE(runtime->load_weights(f32.refs));
+  const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", xf, {batch, features})};
+  REQUIRE(runtime->forward(in));
+  auto expected = runtime->output<float>("y");
+  REQUIRE(expected);
+
+  typed_model model;
+  auto loaded = model.load(f32.refs);  // by key, as the run-time model's
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+  auto y = model.forward(xf);
+  REQUIRE(y);
+  for (std::int64_t r = 0; r < batch; ++r) {
+    for (std::int64_t c = 0; c < classes; ++c) {
+      CAPTURE(r);
+      CAPTURE(c);
+      CHECK((*y)(r, c) == doctest::Approx((*expected)(r, c)).epsilon(1e-6));
+      CHECK((*y)(r, c) == doctest::Approx(want[static_cast<std::size_t>(r * classes + c)]).epsilon(1e-5));
+    }
+  }
+
+  // Its weights load strictly by key too: without ffn.w3.weight, the load names it.
+  std::vector<teeny::TensorRef> partial;
+  for (const teeny::TensorRef& t : f32.refs) {
+    if (t.name != "ffn.w3.weight") partial.push_back(t);
+  }
+  typed_model missing;
+  auto refused = missing.load(partial);
+  REQUIRE(!refused);
+  CHECK(refused.error().code() == teeny::Errc::not_found);
+  CHECK(contains(refused.error().message(), "'ffn.w3.weight': missing"));
 }
 
 #if TEENY_TRAINING

@@ -19,7 +19,7 @@ auto load(const teeny::Graph& graph) {
 }
 // clang-format off
 // expected-error@*:* {{static assertion failed due to requirement 'always_false<user::copy_op>': an op of the op set has no kernel for this backend: declare `Result<State> prepare_kernel(const Op&, const Op::Args&, Backend&)` and `void run_kernel(const Op&, const Op::Args&, State&, Backend&)` in the op's namespace}}
-// expected-note@*:* {{in instantiation of function template specialization 'teeny::loaded_detail::check_kernel<teeny::CpuContext, user::copy_op>' requested here}}
+// expected-note@*:* {{in instantiation of function template specialization 'teeny::check_kernel<teeny::CpuContext, user::copy_op>' requested here}}
 // The rest of the instantiation stack, down to load() above:
 // expected-note@*:* 0+ {{in instantiation of}}
 // expected-note@*:* 0+ {{skipping}}
