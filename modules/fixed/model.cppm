@@ -20,6 +20,7 @@ module;
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -217,21 +218,118 @@ Result<TensorBinding> find_param(std::span<const ParamSpec> params, std::span<co
               scope, ".", slot, ")");
 }
 
-// The index of the model's input node (one input: several are planned).
+// Each node's name (its layer's, or its kind), in node order.
+template <class... Ns>
+constexpr std::array<std::string_view, sizeof...(Ns)> node_names(TypeList<Ns...>) {
+  return {name_of<typename Ns::layer>()...};
+}
+
+// The model's input nodes, in node order.
 template <class Net>
-constexpr std::size_t input_node() {
+constexpr auto input_nodes() {
   using plan = StaticPlan<typename Net::output>;
-  std::size_t found = no_node;
-  std::size_t count = 0;
+  constexpr std::size_t count = [] {
+    std::size_t n = 0;
+    for (const NodePlan& p : plan::nodes) n += p.role == Role::input ? 1 : 0;
+    return n;
+  }();
+  std::array<std::size_t, count> out{};
+  std::size_t k = 0;
   for (std::size_t i = 0; i < plan::n_nodes; ++i) {
-    if (plan::nodes[i].role == Role::input) {
-      found = i;
-      ++count;
+    if (plan::nodes[i].role == Role::input) out[k++] = i;
+  }
+  return out;
+}
+
+// The input node named `name`, or no_node.
+template <class Net>
+constexpr std::size_t input_named(std::string_view name) {
+  constexpr auto names = node_names(typename Net::nodes{});
+  for (std::size_t i : input_nodes<Net>()) {
+    if (names[i] == name) return i;
+  }
+  return no_node;
+}
+
+// The first name two inputs share, or empty.
+template <class Net>
+constexpr std::string_view shared_input_name() {
+  constexpr auto names = node_names(typename Net::nodes{});
+  constexpr auto inputs = input_nodes<Net>();
+  for (std::size_t a = 0; a < inputs.size(); ++a) {
+    for (std::size_t b = a + 1; b < inputs.size(); ++b) {
+      if (names[inputs[a]] == names[inputs[b]]) return names[inputs[a]];
     }
   }
-  return count == 1 ? found : no_node;
+  return {};
+}
+
+// The first input not among `fed`, or empty.
+template <class Net, std::size_t F>
+constexpr std::string_view unfed_input(const std::array<std::string_view, F>& fed) {
+  constexpr auto names = node_names(typename Net::nodes{});
+  for (std::size_t i : input_nodes<Net>()) {
+    bool found = false;
+    for (std::string_view f : fed) found = found || f == names[i];
+    if (!found) return names[i];
+  }
+  return {};
+}
+
+// The first name fed twice, or empty.
+template <std::size_t F>
+constexpr std::string_view fed_twice(const std::array<std::string_view, F>& fed) {
+  for (std::size_t a = 0; a < F; ++a) {
+    for (std::size_t b = a + 1; b < F; ++b) {
+      if (fed[a] == fed[b]) return fed[a];
+    }
+  }
+  return {};
+}
+
+/// True when each check holds; the static_asserts on them show the input's name.
+template <Name Input>
+inline constexpr bool inputs_named_apart = Input.empty();
+template <Name Input>
+inline constexpr bool is_an_input = false;
+template <Name Input>
+inline constexpr bool fed_once = Input.empty();
+template <Name Input>
+inline constexpr bool fed = Input.empty();
+
+// Function templates, so that the messages show the names themselves.
+template <Name Input>
+consteval bool check_inputs_named_apart() {
+  static_assert(inputs_named_apart<Input>, "two inputs of the typed model have the same name");
+  return true;
+}
+template <Name Input, bool Found>
+consteval bool check_is_an_input() {
+  if constexpr (!Found) static_assert(is_an_input<Input>, "forward: the model has no input of this name");
+  return true;
+}
+template <Name Input>
+consteval bool check_fed_once() {
+  static_assert(fed_once<Input>, "forward: an input is fed twice");
+  return true;
+}
+template <Name Input>
+consteval bool check_fed() {
+  static_assert(fed<Input>, "forward: an input of the model is not fed");
+  return true;
 }
 }  // namespace model_detail
+
+/// Data for one input of a typed model, by name: `tf::feed<"x">(pixels)` (any contiguous range).
+template <Name N, class T>
+struct Feed {
+  std::span<const T> data;
+};
+template <Name N, std::ranges::contiguous_range R>
+constexpr Feed<N, std::remove_cv_t<std::ranges::range_value_t<R>>> feed(const R& data) {
+  return {std::span<const std::remove_cv_t<std::ranges::range_value_t<R>>>(std::ranges::data(data),
+                                                                           std::ranges::size(data))};
+}
 
 /// A typed model on the CPU. See the top of this file.
 template <Value Output>
@@ -240,9 +338,17 @@ class Model {
   using network = Network<Output>;
   using plan = StaticPlan<Output>;
   using element = typename Output::element;
-  using input_value = typename model_detail::at<typename network::nodes, model_detail::input_node<network>()>::type;
-  static_assert(model_detail::input_node<network>() != no_node,
-                "a typed model takes one input (models with several inputs are planned)");
+  /// The model's input nodes (indices into network::nodes), in node order.
+  static constexpr auto inputs = model_detail::input_nodes<network>();
+  static_assert(inputs.size() >= 1, "a typed model needs an input");
+  static constexpr std::string_view shared_input_name = model_detail::shared_input_name<network>();
+  static_assert(model_detail::check_inputs_named_apart<name_from<shared_input_name.size() + 1>(shared_input_name)>());
+  /// The first input's value (the only one's, in a model with one input) and the value of the
+  /// input named N.
+  using input_value = typename model_detail::at<typename network::nodes, inputs[0]>::type;
+  template <Name N>
+  using input_value_of =
+      typename model_detail::at<typename network::nodes, model_detail::input_named<network>(N.view())>::type;
 
   /// The activation arena (inputs and step outputs, reused by lifetime) and the weights' size.
   static constexpr std::size_t arena_bytes = plan::arena_bytes;
@@ -252,8 +358,11 @@ class Model {
   static constexpr KernelMemory kernel_memory =
       model_detail::steps_memory<network>(std::make_index_sequence<plan::n_steps>{});
   static constexpr std::size_t kernel_memory_bytes = CpuContext::block_bytes(kernel_memory);
-  /// Elements of the input and of the output.
+  /// Elements of the first input (the only one's, in a model with one input), of the input named
+  /// N, and of the output.
   static constexpr std::size_t input_size = static_cast<std::size_t>(input_value::dims::numel);
+  template <Name N>
+  static constexpr std::size_t input_size_of = static_cast<std::size_t>(input_value_of<N>::dims::numel);
   static constexpr std::size_t output_size = static_cast<std::size_t>(Output::dims::numel);
 
   Model() = default;
@@ -330,17 +439,33 @@ class Model {
     return prepare_all(options);
   }
 
-  /// Runs the model on `x` (input_size elements, row-major in the input's Dims). The result views
-  /// the arena: valid until the next forward.
-  Result<TensorView<const element>> forward(std::span<const element> x) {
+  /// Runs a model with one input on `x` (input_size elements, row-major in the input's Dims). The
+  /// result views the arena: valid until the next forward.
+  Result<TensorView<const element>> forward(std::span<const typename input_value::element> x)
+    requires(inputs.size() == 1)
+  {
     if (!loaded_) return fail(Errc::invalid_argument, "the typed model is not loaded (call load first)");
-    if (x.size() != input_size) {
-      return fail(Errc::invalid_argument, "input '", input_value::layer::name.view(), "' has ", x.size(),
-                  " elements but its shape ", input_value::dims::shape(), " takes ", input_size);
-    }
-    std::memcpy(arena_ + plan::offset_of(input_index), x.data(), sizeof(element) * input_size);
-    std::apply([this](auto&... step) { (run_kernel(step.op, step.args, step.state, *cpu_), ...); }, steps_);
-    return output();
+    if (auto copied = copy_input<inputs[0]>(x); !copied) return std::move(copied).error();
+    return run();
+  }
+
+  /// Runs the model on its inputs, each fed by name: `forward(tf::feed<"image">(pixels),
+  /// tf::feed<"meta">(meta))`. Every input exactly once, each of its element type (checked by the
+  /// compiler, naming the input) and size (checked here).
+  template <Name... Ns, class... Ts>
+  Result<TensorView<const element>> forward(const Feed<Ns, Ts>&... feeds) {
+    static constexpr std::array<std::string_view, sizeof...(Ns)> names{Ns.view()...};
+    static constexpr std::string_view twice = model_detail::fed_twice(names);
+    static constexpr std::string_view missing = model_detail::unfed_input<network>(names);
+    static_assert(
+        (model_detail::check_is_an_input<Ns, model_detail::input_named<network>(Ns.view()) != no_node>() && ...));
+    static_assert(model_detail::check_fed_once<name_from<twice.size() + 1>(twice)>());
+    static_assert(model_detail::check_fed<name_from<missing.size() + 1>(missing)>());
+    if (!loaded_) return fail(Errc::invalid_argument, "the typed model is not loaded (call load first)");
+    Result<void> copied = ok();
+    (void)((copied = feed_input<Ns>(feeds.data), static_cast<bool>(copied)) && ...);
+    if (!copied) return std::move(copied).error();
+    return run();
   }
 
   /// The output of the last forward.
@@ -350,7 +475,35 @@ class Model {
   bool loaded() const { return loaded_; }
 
  private:
-  static constexpr std::size_t input_index = model_detail::input_node<network>();
+  // Copies the data fed to input node I into its buffer.
+  template <std::size_t I, class T>
+  Result<void> copy_input(std::span<const T> x) {
+    using V = typename model_detail::at<typename network::nodes, I>::type;
+    static_assert(std::is_same_v<T, typename V::element>, "forward: an input is fed data of another element type");
+    constexpr auto size = static_cast<std::size_t>(V::dims::numel);
+    if (x.size() != size) {
+      return fail(Errc::invalid_argument, "input '", V::layer::name.view(), "' has ", x.size(),
+                  " elements but its shape ", V::dims::shape(), " takes ", size);
+    }
+    std::memcpy(arena_ + plan::offset_of(I), x.data(), sizeof(T) * size);
+    return ok();
+  }
+
+  // Copies the data fed to the input named N (none: the compiler has said so already).
+  template <Name N, class T>
+  Result<void> feed_input(std::span<const T> x) {
+    constexpr std::size_t node = model_detail::input_named<network>(N.view());
+    if constexpr (node == no_node) {
+      return ok();
+    } else {
+      return copy_input<node>(x);
+    }
+  }
+
+  Result<TensorView<const element>> run() {
+    std::apply([this](auto&... step) { (run_kernel(step.op, step.args, step.state, *cpu_), ...); }, steps_);
+    return output();
+  }
 
   template <std::size_t I>
   TensorBinding binding() {
@@ -447,7 +600,7 @@ class Model {
         }
         return false;
       }();
-      return fail(has_custom ? Errc::invalid_argument : Errc::internal, "the typed model's kernels needed ",
+      return fail(has_custom ? Errc::invalid_argument : Errc::internal, "the typed model's kernels needed at least ",
                   block_.needed(), " bytes of memory, but ", kernel_memory_bytes,
                   " were planned (Model::kernel_memory_bytes)",
                   has_custom ? "; a custom layer's op whose kernel takes memory must declare it (memory<T>)" : "", ": ",
