@@ -63,6 +63,14 @@ static_assert(down_block::params[12].shape == teeny::ConcreteShape{128, 64, 1, 1
 static_assert(down_block::params[17].key == "layer2.0.downsample.1.num_batches_tracked");
 static_assert(down_block::params[17].dtype == teeny::DType::i64 && down_block::params[17].shape.rank() == 0);
 
+// ---- one layer at two nodes: its weights once (not once per use) ----
+constexpr tf::Linear<"shared", 8, 8> shared;
+using reused = tf::Network<decltype(shared(tf::relu(shared(tf::input<"x", float, 2, 8>()))))>;
+static_assert(reused::size == 4);  // x, shared, relu, shared
+static_assert(reused::params.size() == 2);
+static_assert(reused::params[0].key == "shared.weight" && reused::params[1].key == "shared.bias");
+static_assert(reused::param_bytes == (8 * 8 + 64 / 4) * 4);  // the bias (32 bytes) takes 64
+
 // ---- x + x: one node read twice ----
 using twice_x = decltype(tf::input<"x", float, 4>());
 using twice = tf::Network<decltype(tf::add(twice_x{}, twice_x{}))>;
