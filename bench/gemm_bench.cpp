@@ -2,11 +2,16 @@
 //
 //   bench-gemm --benchmark_min_time=2
 //
-// Square 1024^3 products (A x B and A x B^T) at 1 and 2 threads, and the MLP layer shapes
-// x[M, 784] x W[512, 784]^T for M = 1 and 64, where teeny uses W pre-packed once (as a model does at
-// load time) and OpenBLAS reads W as is.
+// Square 1024^3 and 2048^3 products (A x B and A x B^T) at 1 and 2 threads, and the MLP layer
+// shapes x[M, 784] x W[512, 784]^T for M = 1 and 64, where teeny uses W pre-packed once (as a model
+// does at load time) and OpenBLAS reads W as is. `fma_peak` measures the core's FMA limit in the
+// same run (12 independent chains of fused multiply-adds in registers, in the instruction set
+// teeny's GEMM runs with), so that GEMM figures can be read as a fraction of it.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <cstddef>
 #include <cstdint>
@@ -103,10 +108,83 @@ void BM_openblas_linear(benchmark::State& state) {
   set_flops(state, m, n, k);
 }
 
+// The FMA limit: kChains independent accumulators (more than FMA latency x units, so the loop is
+// bound by throughput), each updated kSteps times per call. The factors come from the caller at
+// run time, so the compiler cannot fold a chain that would sit at a fixed point.
+constexpr int kChains = 12;
+constexpr int kSteps = 1 << 12;
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float fma_chains_avx512(float a_value, float b_value) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(a_value), b = _mm512_set1_ps(b_value);
+  for (int s = 0; s < kSteps; ++s) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  }
+  float sum = 0;
+  for (int c = 0; c < kChains; ++c) {  // every chain stored, so none can be folded into another
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, acc[c]);
+    benchmark::DoNotOptimize(lanes);
+    sum += lanes[c % 16];
+  }
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(float a_value, float b_value) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(a_value), b = _mm256_set1_ps(b_value);
+  for (int s = 0; s < kSteps; ++s) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  }
+  float sum = 0;
+  for (int c = 0; c < kChains; ++c) {  // every chain stored, so none can be folded into another
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc[c]);
+    benchmark::DoNotOptimize(lanes);
+    sum += lanes[c % 8];
+  }
+  return sum;
+}
+#endif
+
+// One thread at the FMA limit of the instruction set teeny's GEMM runs with.
+void BM_fma_peak(benchmark::State& state) {
+  const teeny::cpu::Isa isa = teeny::cpu::active_isa();
+  float (*chains)(float, float) = nullptr;
+  int lanes = 0;
+#if defined(__x86_64__)
+  if (isa == teeny::cpu::Isa::avx512) {
+    chains = fma_chains_avx512;
+    lanes = 16;
+  } else if (isa == teeny::cpu::Isa::avx2) {
+    chains = fma_chains_avx2;
+    lanes = 8;
+  }
+#endif
+  if (chains == nullptr) {
+    state.SkipWithError("no vector FMA in the instruction set teeny runs with");
+    return;
+  }
+  float a = 0.999f, b = 1e-3f;
+  benchmark::DoNotOptimize(a);
+  benchmark::DoNotOptimize(b);
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): Google Benchmark's loop
+    benchmark::DoNotOptimize(chains(a, b));
+  }
+  const double flops = 2.0 * kChains * kSteps * lanes;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(teeny::cpu::isa_name(isa));
+}
+
 void square_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "threads", "trans_b"});
-  for (const int threads : {1, 2}) {
-    for (const int trans_b : {0, 1}) b->Args({1024, threads, trans_b});
+  for (const int n : {1024, 2048}) {
+    for (const int threads : {1, 2}) {
+      for (const int trans_b : {0, 1}) b->Args({n, threads, trans_b});
+    }
   }
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
@@ -119,6 +197,7 @@ void linear_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+BENCHMARK(BM_fma_peak)->UseRealTime();
 BENCHMARK(BM_teeny_square)->Apply(square_args);
 BENCHMARK(BM_openblas_square)->Apply(square_args);
 BENCHMARK(BM_teeny_linear)->Apply(linear_args);
