@@ -298,66 +298,37 @@ TEST_CASE("custom ops as layers of a typed model: shapes at compile time, the ru
   CHECK(contains(refused.error().message(), "'ffn.w3.weight': missing"));
 }
 
-// A custom op whose kernel takes scratch memory from the CpuContext (y = x, copied through its
-// scratch). A typed model plans its kernels' memory ahead: ScratchCopy declares what its kernel
-// takes (memory<T>), UndeclaredScratchCopy does not.
+// A custom op whose kernel takes scratch memory from the CpuContext: SquaredReLU's executable op,
+// computed through the scratch. A typed model plans its kernels' memory ahead: ScratchSquaredReLU
+// declares what its kernel takes (memory<T>), UndeclaredScratchSquaredReLU does not.
 template <teeny::FloatElement T>
-struct CopyArgs {
-  teeny::TensorView<const T> x;
-  teeny::TensorView<T> y;
-  auto fields() const { return std::tie(x, y); }
-};
-
-template <teeny::FloatElement T>
-struct scratch_copy_op {
-  using Args = CopyArgs<T>;
-  teeny::OpOutput out;
-  std::string_view name() const { return "scratch_copy"; }
-  const teeny::Shape& output_shape() const { return out.shape; }
-  teeny::DType output_dtype() const { return teeny::dtype_of<T>; }
-  teeny::KernelInstance kernel() const { return {{"scratch_copy", "test_scratch_copy", ""}, {}}; }
-  std::size_t n_activation_inputs() const { return 1; }
-  std::vector<teeny::ConcreteShape> param_shapes(std::span<const teeny::ConcreteShape>,
-                                                 const teeny::ConcreteShape&) const {
-    return {};
-  }
-  teeny::Result<Args> pack_args(const teeny::OpBindings& b) const {
-    auto x = teeny::input_view<const T>(b, 0);
-    auto y = teeny::output_view<T>(b);
-    if (auto e = teeny::first_error(x, y)) return *e;
-    return Args{*x, *y};
-  }
-  teeny::Dim3 block() const { return {256, 1, 1}; }
-  teeny::Dim3 grid(const teeny::ConcreteShape& y) const { return {teeny::ceil_div(y.numel(), 256), 1, 1}; }
+struct scratch_squared_relu_op : ffn::squared_relu_op<T> {
+  std::string_view name() const { return "scratch_squared_relu"; }
 };
 
 template <teeny::CpuReal T>
-teeny::Result<teeny::NoState> prepare_kernel(const scratch_copy_op<T>&, const CopyArgs<T>& a, teeny::CpuContext& cpu) {
+teeny::Result<teeny::NoState> prepare_kernel(const scratch_squared_relu_op<T>&, const ffn::SquaredReLUArgs<T>& a,
+                                             teeny::CpuContext& cpu) {
   if (!cpu.reserve_scratch(static_cast<std::size_t>(a.x.numel()) * sizeof(T))) {
-    return teeny::fail(teeny::Errc::out_of_memory, "cannot reserve the copy's scratch");
+    return teeny::fail(teeny::Errc::out_of_memory, "cannot reserve the op's scratch");
   }
   return teeny::NoState{};
 }
 
 template <teeny::CpuReal T>
-void run_kernel(const scratch_copy_op<T>&, const CopyArgs<T>& a, teeny::NoState&, teeny::CpuContext& cpu) {
+void run_kernel(const scratch_squared_relu_op<T>&, const ffn::SquaredReLUArgs<T>& a, teeny::NoState&,
+                teeny::CpuContext& cpu) {
   T* scratch = cpu.scratch_as<T>(0);
-  for (std::int64_t i = 0; i < a.x.numel(); ++i) scratch[i] = a.x.data[i];
-  for (std::int64_t i = 0; i < a.x.numel(); ++i) a.y.data[i] = scratch[i];
+  for (std::int64_t i = 0; i < a.x.numel(); ++i) scratch[i] = std::max(a.x.data[i], T(0));
+  for (std::int64_t i = 0; i < a.x.numel(); ++i) a.y.data[i] = scratch[i] * scratch[i];
 }
 
+// SquaredReLU's graph op, lowered to the scratch-using executable op, with or without memory<T>.
 template <bool Declares>
-struct ScratchCopyOp {
-  static constexpr std::string_view kind = "scratch_copy";
-  static constexpr teeny::Arity arity{1, 1};
-  teeny::Result<teeny::TensorType> infer(std::span<const teeny::TensorType> inputs) const { return inputs[0]; }
-  std::string attributes() const { return {}; }
-  friend bool operator==(const ScratchCopyOp&, const ScratchCopyOp&) = default;
-
-  constexpr tf::Inferred infer_shape(std::span<const teeny::ConcreteShape> inputs) const { return {inputs[0], {}}; }
+struct ScratchSquaredReLUOp : ffn::SquaredReLU {
   template <teeny::FloatElement T>
-  scratch_copy_op<T> lower(const teeny::OpOutput& out) const {
-    return {out};
+  scratch_squared_relu_op<T> lower(const teeny::OpOutput& out) const {
+    return {{out}};
   }
   template <class T>
   constexpr teeny::KernelMemory memory(std::span<const teeny::ConcreteShape> inputs) const
@@ -366,16 +337,16 @@ struct ScratchCopyOp {
     return {.scratch = static_cast<std::size_t>(inputs[0].numel()) * sizeof(T)};
   }
 };
-using ScratchCopy = ScratchCopyOp<true>;
-using UndeclaredScratchCopy = ScratchCopyOp<false>;
+using ScratchSquaredReLU = ScratchSquaredReLUOp<true>;
+using UndeclaredScratchSquaredReLU = ScratchSquaredReLUOp<false>;
 
 TEST_CASE("a custom layer's kernel memory: planned when its op declares it, a clear error when not") {
   constexpr std::int64_t n = 4096;  // 16 KiB of scratch: more than any slack in the plan
   auto x = tf::input<"x", float, 4, n / 4>();
   std::vector<float> values(n);
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * (static_cast<float>(i) - n / 2);
 
-  constexpr tf::Custom<"copy", ScratchCopy{}> declared;
+  constexpr tf::Custom<"scratchy", ScratchSquaredReLU{}> declared;
   using planned_model = tf::Model<decltype(declared(x))>;
   static_assert(planned_model::kernel_memory.scratch == n * sizeof(float));
   planned_model planned;
@@ -383,9 +354,12 @@ TEST_CASE("a custom layer's kernel memory: planned when its op declares it, a cl
   REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
   auto y = planned.forward(values);
   REQUIRE(y);
-  for (std::int64_t i = 0; i < n; ++i) CHECK(y->data[i] == values[static_cast<std::size_t>(i)]);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float r = std::max(values[static_cast<std::size_t>(i)], 0.0f);
+    CHECK(y->data[i] == r * r);
+  }
 
-  constexpr tf::Custom<"copy", UndeclaredScratchCopy{}> undeclared;
+  constexpr tf::Custom<"scratchy", UndeclaredScratchSquaredReLU{}> undeclared;
   using unplanned_model = tf::Model<decltype(undeclared(x))>;
   static_assert(unplanned_model::kernel_memory.scratch == 0);
   unplanned_model unplanned;
