@@ -3,7 +3,8 @@
 //
 //   bench-conv                                        # every layer, automatic, 1 and 2 threads
 //   bench-conv --benchmark_filter='layer4.*/auto'     # one layer
-//   TEENY_BENCH_ALGORITHMS=1 bench-conv               # also each algorithm forced
+//   TEENY_BENCH_ALGORITHMS=1 bench-conv               # also each algorithm forced (Winograd where
+//                                                     # it fits: 3x3 stride 1)
 //   TEENY_BENCH_COLD=1 bench-conv                     # caches flushed before every forward
 //
 // Each benchmark loads a one-convolution model (conv + ReLU, no bias, as in ResNet-18 after its
@@ -116,11 +117,14 @@ int main(int argc, char** argv) {
   if (const char* all = std::getenv("TEENY_BENCH_ALGORITHMS"); all != nullptr && std::atoi(all) > 0) {
     algorithms.insert(algorithms.end(), {{"implicit", teeny::ConvAlgorithm::implicit},
                                          {"im2col", teeny::ConvAlgorithm::im2col},
-                                         {"transposed", teeny::ConvAlgorithm::transposed}});
+                                         {"transposed", teeny::ConvAlgorithm::transposed},
+                                         {"winograd", teeny::ConvAlgorithm::winograd}});
   }
   for (const ConvShape& s : shapes) {
     for (std::size_t threads : {1, 2}) {
       for (const Algorithm& a : algorithms) {
+        const bool winograd_fits = s.kernel == 3 && s.stride == 1;
+        if (a.value == teeny::ConvAlgorithm::winograd && !winograd_fits) continue;  // it would run as auto
         const std::string name = std::string("conv/") + s.name + "/threads:" + std::to_string(threads) + "/" + a.name;
         benchmark::RegisterBenchmark(
             name.c_str(), [&s, threads, a](benchmark::State& state) { run_conv(state, s, threads, a.value); })

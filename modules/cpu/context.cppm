@@ -23,13 +23,15 @@ export namespace teeny {
 template <class T>
 concept CpuReal = std::same_as<T, float> || std::same_as<T, double>;
 
-/// How convolutions make their GEMM's im2col operand (see teeny.cpu:conv). 1x1 stride-1 unpadded
-/// and depthwise convolutions have paths of their own and ignore it.
+/// How convolutions run (see teeny.cpu:conv): the way their GEMM's im2col operand is made, or
+/// Winograd. 1x1 stride-1 unpadded and depthwise convolutions have paths of their own and ignore
+/// it; f64 convolutions always take the im2col matrix.
 enum class ConvAlgorithm : std::uint8_t {
-  automatic,   // per layer, whichever of the three below is estimated cheapest for its shape
+  automatic,   // per layer, whichever of the four below is estimated cheapest for its shape
   implicit,    // windows of the zero-padded input read in place: no im2col matrix
   im2col,      // the im2col matrix written out
   transposed,  // im2col, with output pixels as the GEMM's rows (few pixels, many channels)
+  winograd,    // Winograd F(4x4, 3x3) where it fits (3x3, stride 1, no dilation); elsewhere automatic
 };
 
 struct CpuOptions {

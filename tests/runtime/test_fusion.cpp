@@ -221,6 +221,8 @@ TEST_CASE("a residual add after a convolution is folded into it, its activation 
       {"3x3 padded, batch 1, im2col", {1, 4, 9, 9, 4, 3, 3, 1, 1, 1}, A::im2col, false},
       {"3x3 padded, transposed", {1, 16, 7, 7, 16, 3, 3, 1, 1, 1}, A::transposed, true},
       {"3x3 padded, batch 2, transposed", {2, 16, 7, 7, 16, 3, 3, 1, 1, 1}, A::transposed, true},
+      {"3x3 padded, Winograd (partial tiles)", {2, 4, 9, 9, 4, 3, 3, 1, 1, 1}, A::winograd, true},
+      {"3x3 padded, batch 1, Winograd", {1, 16, 7, 7, 16, 3, 3, 1, 1, 1}, A::winograd, false},
       {"1x1, the input as it is", {2, 6, 5, 5, 6, 1, 1, 1, 0, 1}, A::automatic, true},
       {"depthwise", {2, 5, 8, 8, 5, 3, 3, 1, 1, 5}, A::automatic, true},
   };

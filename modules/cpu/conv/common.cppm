@@ -1,0 +1,164 @@
+// teeny.cpu:conv_common — what the convolution's methods share (see cpu/conv.cppm): the
+// layer's geometry, the runs of an input row a window reads, short copies and fills, the residual
+// add, the BatchNorm fold, and the estimate of a GEMM's cycles the planner compares methods by.
+module;
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "cpu/kernels/gemm.hpp"
+#include "math/elementwise.hpp"
+#include "math/pool.hpp"  // Window2d
+export module teeny.cpu:conv_common;
+import teeny.core;
+import teeny.model;
+import teeny.ops;
+import :context;
+import :conv_state;
+
+// Not exported: the other conv partitions see these; importers of teeny.cpu do not.
+namespace teeny::conv {
+
+struct Geometry {
+  std::int64_t n, c, h, w;      // input
+  std::int64_t o, ho, wo;       // output
+  std::int64_t groups, cg, og;  // channels per group, in and out
+  std::int64_t k;               // GEMM depth: cg * kh * kw
+  std::int64_t p;               // output pixels: ho * wo
+};
+
+template <class T>
+Geometry geometry(const ConvArgs<T>& a) {
+  Geometry g{};
+  g.n = a.x.shape[0];
+  g.c = a.x.shape[1];
+  g.h = a.x.shape[2];
+  g.w = a.x.shape[3];
+  g.o = a.y.shape[1];
+  g.ho = a.y.shape[2];
+  g.wo = a.y.shape[3];
+  g.groups = a.groups;
+  g.cg = g.c / g.groups;
+  g.og = g.o / g.groups;
+  g.k = g.cg * a.window.kernel_h * a.window.kernel_w;
+  g.p = g.ho * g.wo;
+  return g;
+}
+
+// The outputs [lo, hi) along one dim whose input position i0 + o * stride lies inside [0, size).
+std::pair<std::int64_t, std::int64_t> inside(std::int64_t i0, std::int64_t stride, std::int64_t size,
+                                             std::int64_t outputs) {
+  const std::int64_t lo = i0 >= 0 ? 0 : std::min(outputs, (-i0 + stride - 1) / stride);
+  const std::int64_t hi = i0 >= size ? lo : std::max(lo, std::min(outputs, (size - i0 + stride - 1) / stride));
+  return {lo, hi};
+}
+
+// dst[0, n) = 0. Runs at the padding are a few elements: short ones are stored directly, not
+// through a call to memset (which the compiler would make of a plain loop).
+template <class T>
+void zero(T* dst, std::int64_t n) {
+  if (n >= 8) {
+    std::memset(dst, 0, static_cast<std::size_t>(n) * sizeof(T));
+    return;
+  }
+  if (n >= 4) {
+    constexpr T zeros[4] = {};
+    std::memcpy(dst, zeros, sizeof zeros);
+    std::memcpy(dst + n - 4, zeros, sizeof zeros);
+    return;
+  }
+  if (n > 0) dst[0] = T(0);
+  if (n > 1) dst[1] = T(0);
+  if (n > 2) dst[2] = T(0);
+}
+
+// dst[0, n) = src[0, n) for the short runs of an im2col row (tens of floats): 16-byte moves, the
+// last one overlapping, cost less than a loop's setup or a call to memcpy.
+template <class T>
+void copy_short(T* dst, const T* src, std::int64_t n) {
+  if (n < 4) {
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+    return;
+  }
+  for (std::int64_t i = 0; i + 4 < n; i += 4) std::memcpy(dst + i, src + i, 4 * sizeof(T));
+  std::memcpy(dst + n - 4, src + n - 4, 4 * sizeof(T));
+}
+
+// A 1x1, stride-1, unpadded convolution: its GEMM reads the input as it is.
+bool pointwise(const Window2d& win) {
+  return win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_h == 0 &&
+         win.pad_w == 0;
+}
+
+// Estimated cycles of an M x N x K GEMM on the register tile `t`: a partial tile costs about as
+// much as a full one (a narrow column edge half, a few rows a third).
+double gemm_cycles(std::int64_t m, std::int64_t n, std::int64_t k, cpu::GemmTile t) {
+  const auto mr = static_cast<std::int64_t>(t.mr);
+  const auto nr = static_cast<std::int64_t>(t.nr);
+  const double rows =
+      static_cast<double>(m / mr) +
+      (m % mr == 0 ? 0.0 : static_cast<double>(std::max(m % mr, (mr + 2) / 3)) / static_cast<double>(mr));
+  const double cols = static_cast<double>(n / nr) + (n % nr == 0 ? 0.0 : n % nr <= nr / 2 ? 0.5 : 1.0);
+  // Two fused multiply-adds of 16 lanes per cycle.
+  return rows * cols * static_cast<double>(k) * static_cast<double>(mr * nr) / 32.0;
+}
+
+// Whether the (image, group) GEMMs go round the threads one whole GEMM per task; otherwise (batch
+// 1) each GEMM is split over the threads.
+bool one_gemm_per_task(const Geometry& g, std::int64_t threads) {
+  const std::int64_t tasks = g.n * g.groups;
+  return threads == 1 || tasks % threads == 0 || tasks >= 4 * threads;
+}
+
+template <class State>
+ConvScratch scratch_layout(const Geometry& g, const State& state) {
+  return conv_scratch(state.method, g.k, g.p, g.og, g.ho, g.wo, state.phases.floats, state.phases.qw, g.cg,
+                      state.winograd.stride);
+}
+
+// out[i] = act(src[i] + residual[i]) for i in [0, n): a folded residual add and the activation after
+// it (none when `act` is inactive). `out` may be `src`.
+template <class T>
+void add_residual(T* out, const T* src, const T* residual, std::int64_t n, const Epilogue& act) {
+  if (act.active && act.fn == UnaryFn::relu) {  // ResNet's: one vectorised pass
+    for (std::int64_t i = 0; i < n; ++i) out[i] = math::apply_unary(UnaryFn::relu, src[i] + residual[i], act.params);
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) out[i] = src[i] + residual[i];
+  if (act.active) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = math::apply_unary(act.fn, out[i], act.params);
+  }
+}
+
+// A folded BatchNorm's per-channel affine map, y = conv * scale + shift, computed in double:
+// scale = weight / sqrt(var + eps), shift = (bias - mean) * scale + norm_bias.
+struct NormChannel {
+  double scale, shift;
+};
+
+template <class T>
+NormChannel norm_channel(const ConvArgs<T>& a, std::int64_t o) {
+  const double weight = a.norm_weight.data != nullptr ? a.norm_weight.data[o] : 1.0;
+  const double scale = weight / std::sqrt(a.norm_var.data[o] + a.norm_eps);
+  const double bias = a.bias.data != nullptr ? a.bias.data[o] : 0.0;
+  const double beta = a.norm_bias.data != nullptr ? a.norm_bias.data[o] : 0.0;
+  return {scale, (bias - a.norm_mean.data[o]) * scale + beta};
+}
+
+// Every channel's var + eps must be positive for the fold (NaN is not).
+template <class T>
+Result<void> check_norm(const ConvArgs<T>& a, std::int64_t channels) {
+  for (std::int64_t o = 0; o < channels; ++o) {
+    const double var = a.norm_var.data[o];
+    if (!(var + a.norm_eps > 0.0)) {  // also catches NaN
+      return fail(Errc::invalid_argument, "batch norm running_var[", o, "] = ", var, " with eps ", a.norm_eps,
+                  ": var + eps must be positive");
+    }
+  }
+  return ok();
+}
+
+}  // namespace teeny::conv

@@ -1,0 +1,113 @@
+// teeny.cpu:conv_plan — the convolution's planner: which method a layer runs with (see
+// cpu/conv.cppm), chosen by estimated cycles for its shape, the instruction set's register tile
+// and the threads, or forced by CpuOptions::conv.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/kernels/gemm.hpp"
+#include "cpu/kernels/winograd.hpp"
+#include "math/pool.hpp"  // Window2d
+export module teeny.cpu:conv_plan;
+import teeny.core;
+import teeny.ops;
+import :context;
+import :conv_state;
+import :conv_common;
+
+namespace teeny::conv {
+
+bool winograd_fits(const Geometry& g, const Window2d& win) {
+  return teeny::winograd_fits(win.kernel_h, win.kernel_w, win.stride_h, win.stride_w, win.dilation_h, win.dilation_w,
+                              g.cg, g.groups);
+}
+
+// Tiles per Winograd block: winograd_block's, and when one image's tiles are split over the
+// threads (batch 1), at most a thread's share of them.
+std::int64_t winograd_block_for(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t threads) {
+  const std::int64_t tiles = plane.tiles();
+  const std::int64_t block = winograd_block(g.cg, g.og, tiles);
+  if (one_gemm_per_task(g, threads)) return block;
+  return std::max<std::int64_t>(1, std::min(block, (tiles + threads - 1) / threads));
+}
+
+// One thread's estimated cycles for a Winograd convolution: 36 GEMMs per block of tiles (the
+// tiles as the GEMM's columns, read in place or packed), the transforms (about 120 cycles per
+// channel for each run of up to `lanes` tiles of a tile row in, 100 out), and the transformed
+// filters, read once per block at 16 bytes a cycle: 4x the bytes of the plain weights, which is
+// what rules Winograd out for wide layers on small maps at batch 1.
+double winograd_cycles(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t block, std::int64_t threads,
+                       cpu::GemmTile tile, std::int64_t lanes) {
+  const std::int64_t tiles = plane.tiles();
+  const std::int64_t blocks = (tiles + block - 1) / block;
+  const double gemms = static_cast<double>(tiles / block) * gemm_cycles(g.og, block, g.cg, tile) +
+                       (tiles % block != 0 ? gemm_cycles(g.og, tiles % block, g.cg, tile) : 0.0);
+  const double packing = tile.rows_in_place ? 0.0 : 0.5 * static_cast<double>(cpu::winograd::kPoints * g.cg * tiles);
+  const auto runs = static_cast<double>(plane.tiles_h * ((plane.tiles_w + lanes - 1) / lanes));
+  const double transforms = runs * static_cast<double>(120 * g.cg + 100 * g.og);
+  const double filters = static_cast<double>(cpu::winograd::kPoints * g.og * g.cg) * 4.0 / 16.0;  // per block
+  const double work = static_cast<double>(cpu::winograd::kPoints) * gemms + packing + transforms;
+  // Split over the threads (batch 1), a thread runs its share of the blocks.
+  const std::int64_t mine = one_gemm_per_task(g, threads) ? blocks : (blocks + threads - 1) / threads;
+  return (work / static_cast<double>(blocks) + filters) * static_cast<double>(mine);
+}
+
+// The cheapest method for a convolution that is not a plain 1x1 one (whose GEMM reads its input as
+// it is), `implicit` holding its phase planes. GEMM methods: the GEMM's tile cost plus about a
+// cycle and a half per float written out and read back (im2col), half a cycle per float packed
+// from the phase planes (none where the kernels read them in place), and a cycle per float of
+// other copies. When each GEMM is split over the threads, the cost is one thread's: an implicit
+// GEMM's band of output rows and the plane rows it reads, or a share of the others' GEMM and
+// copies, plus the transposed GEMM's packing of its whole columns operand, which every thread
+// does for its share of the output channels. Winograd, where it fits: winograd_cycles.
+// A forced method (CpuOptions::conv) is taken where it fits; a forced Winograd that does not fit
+// falls back to the cheapest of the others.
+ConvMethod choose_method(const Geometry& g, const Window2d& win, const PhasePlanes& ph, ConvAlgorithm algorithm,
+                         std::int64_t threads) {
+  const bool winograd = winograd_fits(g, win);
+  switch (algorithm) {
+    case ConvAlgorithm::automatic: break;
+    case ConvAlgorithm::implicit: return ConvMethod::implicit;
+    case ConvAlgorithm::im2col: return ConvMethod::im2col;
+    case ConvAlgorithm::transposed: return ConvMethod::transposed;
+    case ConvAlgorithm::winograd:
+      if (winograd) return ConvMethod::winograd;
+      break;
+  }
+  const cpu::GemmTile tile = cpu::gemm_tile();
+  const auto kp = static_cast<double>(g.k * g.p);
+  const bool split = !one_gemm_per_task(g, threads);
+  const std::int64_t band = split ? (g.ho + threads - 1) / threads : g.ho;  // output rows per thread
+  const double band_share = static_cast<double>(std::min(ph.qh, band + ph.reach + 1)) / static_cast<double>(ph.qh);
+  const double share = split ? 1.0 / static_cast<double>(threads) : 1.0;
+  const std::int64_t wide = band * ph.qw;
+  const bool cut = ph.qw != g.wo;
+  double winograd_cost = 0;
+  if (winograd && algorithm == ConvAlgorithm::automatic) {
+    const cpu::winograd::Plane plane = cpu::winograd::plane_of(g.h, g.w, win.pad_h, win.pad_w);
+    winograd_cost =
+        winograd_cycles(g, plane, winograd_block_for(g, plane, threads), threads, tile, cpu::winograd::lanes());
+  }
+  const struct {
+    ConvMethod method;
+    bool allowed;
+    double cycles;
+  } options[] = {
+      {ConvMethod::implicit, true,
+       gemm_cycles(g.og, wide, g.k, tile) + (tile.rows_in_place ? 0.0 : 0.5) * static_cast<double>(g.k * wide) +
+           static_cast<double>(ph.floats) * band_share + (cut ? static_cast<double>(g.og * wide) : 0.0)},
+      {ConvMethod::im2col, true, (gemm_cycles(g.og, g.p, g.k, tile) + 1.5 * kp) * share},
+      {ConvMethod::transposed, true,
+       (gemm_cycles(g.p, g.og, g.k, tile) + 1.5 * kp + static_cast<double>(g.og * g.p)) * share +
+           (split ? 0.5 * kp : 0.0)},
+      {ConvMethod::winograd, winograd && algorithm == ConvAlgorithm::automatic, winograd_cost},
+  };
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < std::size(options); ++i) {
+    if (options[i].allowed && options[i].cycles < options[best].cycles) best = i;
+  }
+  return options[best].method;
+}
+
+}  // namespace teeny::conv

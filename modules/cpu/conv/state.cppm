@@ -1,0 +1,206 @@
+// teeny.cpu:conv_state — what a convolution's CPU kernel keeps between load and forward (its
+// method, packed weights, tables and scratch layout) and what it takes from the CPU context's
+// Memory, planned from the shapes alone (conv_memory, for typed models). See cpu/conv.cppm for
+// the methods themselves.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "cpu/kernels/gemm.hpp"
+#include "cpu/kernels/memory.hpp"
+#include "cpu/kernels/winograd.hpp"
+export module teeny.cpu:conv_state;
+import teeny.core;
+import teeny.model;
+import :context;
+
+export namespace teeny {
+
+/// The zero-padded input of an implicit-GEMM convolution, split by stride phase: plane (c, a, b)
+/// holds padded-input rows a, a + sh, a + 2sh, ... and, of those, columns b, b + sw, ... Tap
+/// (i, j) of output (oh, ow) is then element (oh + i*dh/sh, ow + j*dw/sw) of plane
+/// (c, i*dh % sh, j*dw % sw): each im2col row is one contiguous window of a plane.
+struct PhasePlanes {
+  std::int64_t sh = 1, sw = 1;          // strides: phases per dim
+  std::int64_t qh = 0, qw = 0;          // rows and columns of a plane
+  cpu::MemoryArray<std::int64_t> slot;  // per phase a * sw + b: its plane's index, or -1 when no tap reads it
+  std::int64_t used = 0;                // phases read by some tap
+  std::int64_t reach = 0;               // plane rows an output row reads below its own: taps' (i * dh) / sh
+  std::int64_t floats = 0;              // cg * used planes, plus a row of slack for the last windows
+};
+
+/// Elements of per-worker scratch: the columns (phase planes or im2col matrix; Winograd: the
+/// transformed input), then the GEMM's result where it cannot go straight to the output (wide rows
+/// to cut, transposed, or Winograd's transformed output).
+struct ConvScratch {
+  std::int64_t columns = 0;
+  std::int64_t result = 0;  // offset of the result area; 0 when the GEMM writes the output directly
+  std::int64_t total = 0;
+};
+
+/// How a convolution that is not depthwise runs (see cpu/conv.cppm): a GEMM per image and group
+/// on its im2col operand, made in one of four ways, or Winograd's 36 GEMMs on transformed tiles.
+enum class ConvMethod : std::uint8_t { input, implicit, im2col, transposed, winograd };
+
+/// Winograd F(4x4, 3x3): tiles are transformed, multiplied and written back in blocks of `block`
+/// tiles, each block's values `stride` floats apart per channel (block + the lanes' slack).
+struct WinogradPlan {
+  cpu::winograd::Plane plane;
+  std::int64_t block = 0;
+  std::int64_t stride = 0;
+  cpu::MemoryArray<std::ptrdiff_t> rows;  // the GEMM's B rows in a point's block: channel c at c * stride
+#if TEENY_TRAINING
+  cpu::MemoryArray<float> filters;  // the transformed filters unpacked, to refresh the packed ones in place
+#endif
+};
+
+/// What a convolution's kernel prepares at load, per element type T, in the CPU context's Memory.
+/// f64 convolutions take the simplest path (input or im2col, unpacked weights, dgemm): they are
+/// there for exact checks.
+template <CpuReal T>
+struct ConvStateOf {
+  // f32, per group: W_g as the A operand (W_g^T as B: transposed); Winograd: per group and point,
+  // the transformed filters U[xi] (group * 36 + xi).
+  cpu::MemoryArray<cpu::PackedMatrix> weights;
+  ConvMethod method = ConvMethod::im2col;
+  bool depthwise = false;                        // one input channel per group: the direct kernel
+  PhasePlanes phases;                            // implicit
+  cpu::MemoryArray<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
+  WinogradPlan winograd;                         // winograd
+  ConvScratch scratch;                           // set at load, where forward finds its buffers
+  // With a folded BatchNorm: the bias after it, and for a convolution that reads its weights
+  // unpacked (depthwise, or f64) the scaled weights.
+  cpu::MemoryArray<T> folded_bias;
+  cpu::MemoryArray<T> folded_weight;
+};
+using ConvState = ConvStateOf<float>;
+
+/// The per-worker scratch layout of one image's group run as `method`: k rows of p output pixels,
+/// og output channels of ho x wo; for implicit, the phase planes' floats and width qw; for
+/// Winograd, the input channels cg and the plan's block stride.
+constexpr ConvScratch conv_scratch(ConvMethod method, std::int64_t k, std::int64_t p, std::int64_t og, std::int64_t ho,
+                                   std::int64_t wo, std::int64_t phase_floats, std::int64_t qw, std::int64_t cg = 0,
+                                   std::int64_t winograd_stride = 0) {
+  ConvScratch l;
+  std::int64_t result = 0;
+  switch (method) {
+    case ConvMethod::input: break;
+    case ConvMethod::implicit:
+      l.columns = phase_floats;
+      if (qw != wo) result = og * ho * qw;
+      break;
+    case ConvMethod::im2col: l.columns = k * p; break;
+    case ConvMethod::transposed:
+      l.columns = k * p;
+      result = p * og;
+      break;
+    case ConvMethod::winograd:
+      l.columns = cpu::winograd::kPoints * cg * winograd_stride;
+      result = cpu::winograd::kPoints * og * winograd_stride;
+      break;
+  }
+  const std::int64_t columns_end = (l.columns + 15) / 16 * 16;  // the result starts 64-byte aligned
+  l.result = result != 0 ? columns_end : 0;
+  l.total = columns_end + result;
+  return l;
+}
+
+/// Tiles a Winograd convolution transforms and multiplies at once (one image's, at most): as
+/// many as keep a block's transformed input and output (36 * (cg + og) floats per tile) within
+/// about 1 MiB, the L2 cache of recent cores, in whole vectors of 16, and at least 16.
+constexpr std::int64_t winograd_block(std::int64_t cg, std::int64_t og, std::int64_t tiles) {
+  const std::int64_t per_tile = cpu::winograd::kPoints * (cg + og) * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t fit =
+      std::max<std::int64_t>(16, (std::int64_t{1} << 20) / std::max<std::int64_t>(1, per_tile) / 16 * 16);
+  return std::max<std::int64_t>(1, std::min(fit, tiles));
+}
+
+/// Whether a convolution can run as Winograd F(4x4, 3x3): 3x3, stride 1, no dilation, f32, and
+/// not depthwise. Embedded builds leave Winograd out (its filters take 4x the memory).
+constexpr bool winograd_fits(std::int64_t kernel_h, std::int64_t kernel_w, std::int64_t stride_h, std::int64_t stride_w,
+                             std::int64_t dilation_h, std::int64_t dilation_w, std::int64_t cg, std::int64_t groups) {
+#if TEENY_EMBEDDED
+  (void)kernel_h, (void)kernel_w, (void)stride_h, (void)stride_w, (void)dilation_h, (void)dilation_w, (void)cg,
+      (void)groups;
+  return false;
+#else
+  return kernel_h == 3 && kernel_w == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && dilation_w == 1 &&
+         !(cg == 1 && groups > 1);
+#endif
+}
+
+/// A convolution's sizes, for planning its memory: input [n, c, h, w], output [n, o, ho, wo].
+struct ConvSizes {
+  std::int64_t c = 0, h = 0, w = 0;
+  std::int64_t o = 0, ho = 0, wo = 0;
+  std::int64_t groups = 1;
+  std::int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  std::int64_t dilation_h = 1, dilation_w = 1;
+  bool folded_norm = false;  // a BatchNorm folded in
+};
+
+/// What a conv_op<T> kernel takes from the CPU context's Memory (see KernelMemory), whichever
+/// method it picks: with a folded BatchNorm the scaled weights (kept by the direct and f64
+/// kernels, packed and given back by the others) and bias; in f32 the window tables, one packed
+/// weight per group, and the largest scratch and GEMM workspace of the GEMM methods; and where
+/// Winograd fits, its transformed filters (unpacked while they are packed, then given back),
+/// their packed copies, its row table, scratch and workspace.
+template <CpuReal T>
+constexpr KernelMemory conv_memory(const ConvSizes& s) {
+  const std::int64_t cg = s.c / s.groups;
+  const std::int64_t og = s.o / s.groups;
+  const std::int64_t k = cg * s.kernel_h * s.kernel_w;
+  const std::int64_t p = s.ho * s.wo;
+  const auto bytes = [](std::int64_t n, std::size_t size) { return static_cast<std::size_t>(n) * size; };
+  KernelMemory m;
+  if (s.folded_norm) m.state += block_piece(bytes(s.o * k, sizeof(T))) + block_piece(bytes(s.o, sizeof(T)));
+  if (cg == 1 && s.groups > 1) return m;  // depthwise: the direct kernel
+  const bool pointwise =
+      s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
+  if constexpr (std::is_same_v<T, double>) {
+    if (!pointwise) m.scratch = bytes(conv_scratch(ConvMethod::im2col, k, p, og, s.ho, s.wo, 0, 0).total, sizeof(T));
+    return m;
+  } else {
+    const auto uk = static_cast<std::size_t>(k);
+    const auto uog = static_cast<std::size_t>(og);
+    m.state += block_piece(bytes(s.groups, sizeof(cpu::PackedMatrix))) +
+               static_cast<std::size_t>(s.groups) * block_piece(cpu::packed_bytes_bound(uk, uog));
+    if (pointwise) {
+      m.workspace = cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(p), uk}, true, false);
+      return m;
+    }
+    m.state += block_piece(bytes(s.stride_h * s.stride_w, sizeof(std::int64_t))) +
+               block_piece(bytes(k, sizeof(std::ptrdiff_t)));
+    const std::int64_t qh = (s.h + 2 * s.pad_h + s.stride_h - 1) / s.stride_h;
+    const std::int64_t qw = (s.w + 2 * s.pad_w + s.stride_w - 1) / s.stride_w;
+    // Every phase read (at most stride_h * stride_w of them), and a row of slack (plan_phases).
+    const std::int64_t phase_floats = cg * s.stride_h * s.stride_w * qh * qw + qw;
+    std::int64_t scratch = 0;
+    for (const ConvMethod c : {ConvMethod::implicit, ConvMethod::im2col, ConvMethod::transposed}) {
+      scratch = std::max(scratch, conv_scratch(c, k, p, og, s.ho, s.wo, phase_floats, qw).total);
+    }
+    m.workspace =
+        std::max({cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(s.ho * qw), uk}, true, false),
+                  cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(p), uk}, true, false),
+                  cpu::gemm_workspace_bytes_bound({static_cast<std::size_t>(p), uog, uk}, false, true)});
+    if (winograd_fits(s.kernel_h, s.kernel_w, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, cg, s.groups)) {
+      const cpu::winograd::Plane plane = cpu::winograd::plane_of(s.h, s.w, s.pad_h, s.pad_w);
+      const std::int64_t stride = winograd_block(cg, og, plane.tiles()) + cpu::winograd::kMaxLanes;
+      const auto points = static_cast<std::size_t>(s.groups * cpu::winograd::kPoints);
+      m.state += block_piece(bytes(cpu::winograd::kPoints * og * cg, sizeof(float))) +  // U, unpacked
+                 block_piece(points * sizeof(cpu::PackedMatrix)) +
+                 points * block_piece(cpu::packed_bytes_bound(static_cast<std::size_t>(cg), uog)) +
+                 block_piece(bytes(cg, sizeof(std::ptrdiff_t)));
+      scratch = std::max(scratch, conv_scratch(ConvMethod::winograd, k, p, og, s.ho, s.wo, 0, 0, cg, stride).total);
+      m.workspace = std::max(m.workspace,
+                             cpu::gemm_workspace_bytes_bound(
+                                 {uog, static_cast<std::size_t>(stride), static_cast<std::size_t>(cg)}, true, false));
+    }
+    m.scratch = bytes(scratch, sizeof(float));
+    return m;
+  }
+}
+
+}  // namespace teeny

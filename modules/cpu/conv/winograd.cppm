@@ -1,0 +1,135 @@
+// teeny.cpu:conv_winograd — 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) (see
+// cpu/kernels/winograd.hpp): per image and group, blocks of 4x4 output tiles are transformed
+// (B^T d B, into the worker's scratch), multiplied by the transformed filters in 36 GEMMs (one per
+// point of a 6x6 transformed tile, the filters packed at load, the tiles read as rows in place)
+// and transformed back (A^T M A) with the bias, a folded residual add and ReLU applied as the
+// outputs are written. Blocks go round the threads: at batch 1 an image's tiles are split
+// between them, each thread reading only its own tiles' input rows.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "cpu/kernels/gemm.hpp"
+#include "cpu/kernels/memory.hpp"
+#include "cpu/kernels/winograd.hpp"
+#include "math/pool.hpp"  // Window2d
+export module teeny.cpu:conv_winograd;
+import teeny.core;
+import teeny.model;
+import teeny.ops;
+import :context;
+import :elementwise;
+import :conv_state;
+import :conv_common;
+import :conv_plan;
+
+namespace teeny::conv {
+
+namespace wg = cpu::winograd;
+
+// Transforms the filters of every group (`weights`: [o][cg][3][3], a folded BatchNorm applied)
+// and packs each point's matrix as the GEMM's A operand, into `state.weights` (group * 36 + xi),
+// whose table exists already (entries already packed are refilled in place). `u` holds one
+// group's 36 unpacked matrices.
+bool pack_winograd_filters(const Geometry& g, const float* weights, float* u, ConvState& state, cpu::Memory& memory) {
+  const std::int64_t matrix = g.og * g.cg;
+  for (std::int64_t group = 0; group < g.groups; ++group) {
+    wg::transform_filters(weights + group * matrix * 9, g.og, g.cg, u);
+    for (std::int64_t xi = 0; xi < wg::kPoints; ++xi) {
+      cpu::PackedMatrix& packed = state.weights[static_cast<std::size_t>(group * wg::kPoints + xi)];
+      const float* point = u + xi * matrix;
+      const auto og = static_cast<std::size_t>(g.og);
+      const auto cg = static_cast<std::size_t>(g.cg);
+      if (packed.ok()) {
+        cpu::repack(packed, point, cg, false);
+      } else {
+        packed = cpu::pack_a(og, cg, point, cg, false, memory);
+        if (!packed.ok() && matrix != 0) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// f32, 3x3 stride 1 (winograd_fits): the transformed filters packed, the blocks planned, and the
+// scratch and GEMM workspace reserved.
+Result<ConvState> plan_winograd(const Geometry& g, const Window2d& win, const float* weights, ConvState state,
+                                CpuContext& cpu) {
+  WinogradPlan& plan = state.winograd;
+  plan.plane = wg::plane_of(g.h, g.w, win.pad_h, win.pad_w);
+  plan.block = winograd_block_for(g, plan.plane, static_cast<std::int64_t>(cpu.threads()));
+  plan.stride = plan.block + wg::kMaxLanes;
+  plan.rows = cpu::MemoryArray<std::ptrdiff_t>(cpu.memory(), static_cast<std::size_t>(g.cg));
+  const auto points = static_cast<std::size_t>(g.groups * wg::kPoints);
+  state.weights = cpu::MemoryArray<cpu::PackedMatrix>(cpu.memory(), points);
+  if (!plan.rows.ok() || !state.weights.ok()) {
+    return fail(Errc::out_of_memory, "cannot allocate the tables of a Winograd convolution (", g.groups, " groups, ",
+                g.cg, " input channels)");
+  }
+  for (std::int64_t c = 0; c < g.cg; ++c) plan.rows[static_cast<std::size_t>(c)] = c * plan.stride;
+  // The transformed filters, unpacked: packed from, then given back (training builds keep them to
+  // refresh the packed ones without allocating).
+  const auto matrices = static_cast<std::size_t>(wg::kPoints * g.og * g.cg);
+  cpu::MemoryArray<float> u(cpu.memory(), matrices);
+  if (!u.ok() || !pack_winograd_filters(g, weights, u.data(), state, cpu.memory())) {
+    return fail(Errc::out_of_memory, "cannot allocate the transformed filters of a Winograd convolution (36 x ", g.og,
+                " x ", g.cg, " floats per group)");
+  }
+#if TEENY_TRAINING
+  plan.filters = std::move(u);
+#endif
+  state.scratch = scratch_layout(g, state);
+  if (!cpu.reserve_scratch(static_cast<std::size_t>(state.scratch.total) * sizeof(float))) {
+    return fail(Errc::out_of_memory, "cannot allocate ", state.scratch.total, " floats of convolution scratch");
+  }
+  const cpu::GemmShape shape{static_cast<std::size_t>(g.og), static_cast<std::size_t>(plan.block),
+                             static_cast<std::size_t>(g.cg)};
+  if (!cpu.reserve_gemm_workspace(cpu::gemm_workspace_bytes(shape, true, false))) {
+    return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
+  }
+  return state;
+}
+
+void run_winograd(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) {
+  const Geometry g = geometry(args);
+  const WinogradPlan& plan = state.winograd;
+  const float* bias = state.folded_bias.empty() ? args.bias.data : state.folded_bias.data();
+  const float* residual = args.residual.data;
+  const Epilogue& act = args.epilogue;
+  const bool relu = act.active && act.fn == UnaryFn::relu;  // applied as the outputs are written
+  const std::int64_t tiles = plan.plane.tiles();
+  const std::int64_t blocks = (tiles + plan.block - 1) / plan.block;
+  const auto og = static_cast<std::size_t>(g.og);
+  const auto cg = static_cast<std::size_t>(g.cg);
+  const auto stride = static_cast<std::size_t>(plan.stride);
+  cpu::ThreadPool& pool = cpu.pool();
+  // Item i: image and group t = i / blocks (image t / groups, group t % groups), block i % blocks.
+  pool.parallel_for(static_cast<std::size_t>(g.n * g.groups * blocks), [&](std::size_t item, std::size_t worker) {
+    const auto t = static_cast<std::int64_t>(item) / blocks;
+    const std::int64_t group = t % g.groups;
+    const std::int64_t first = static_cast<std::int64_t>(item) % blocks * plan.block;
+    const std::int64_t count = std::min(plan.block, tiles - first);
+    const float* in = args.x.data + ((t / g.groups) * g.c + group * g.cg) * g.h * g.w;
+    float* out = args.y.data + ((t / g.groups) * g.o + group * g.og) * g.p;
+    float* scratch = cpu.scratch(worker);
+    const wg::Points v{scratch, plan.stride * g.cg, plan.stride};
+    const wg::Points m{scratch + state.scratch.result, plan.stride * g.og, plan.stride};
+    wg::transform_input(in, g.cg, plan.plane, first, count, v);
+    for (std::int64_t xi = 0; xi < wg::kPoints; ++xi) {
+      const cpu::RowTable rows{v.data + xi * v.point_stride, plan.rows.data()};
+      cpu::sgemm({og, static_cast<std::size_t>(count), cg},
+                 state.weights[static_cast<std::size_t>(group * wg::kPoints + xi)], rows, m.data + xi * m.point_stride,
+                 stride, cpu::Epilogue{}, pool);
+    }
+    wg::OutputEpilogue e;
+    e.bias = bias != nullptr ? bias + group * g.og : nullptr;
+    e.residual = residual != nullptr ? residual + (out - args.y.data) : nullptr;
+    e.relu = relu;
+    wg::transform_output(m, g.og, plan.plane, first, count, e, out);
+  });
+  if (act.active && !relu) apply_unary_inplace(args.y, act.fn, act.params, cpu);
+}
+
+}  // namespace teeny::conv

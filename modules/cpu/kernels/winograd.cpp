@@ -1,0 +1,68 @@
+// Winograd F(4x4, 3x3): the filter transform (in double, once per load), the portable transforms
+// (4 tiles per vector, the baseline target's width) and the choice of the active instruction set's.
+#include "winograd.hpp"
+
+#include "gemm.hpp"
+#include "winograd_detail.hpp"
+
+namespace teeny::cpu::winograd {
+namespace {
+
+const detail::Transforms& active() {
+  static constexpr detail::Transforms portable = detail::transforms_of<detail::Lanes<4>>();
+  [[maybe_unused]] const Isa isa = active_isa();
+#if defined(TEENY_CPU_GEMM_AVX512)
+  if (isa == Isa::avx512) return detail::avx512_transforms();
+#endif
+#if defined(TEENY_CPU_GEMM_AVX2)
+  if (isa == Isa::avx2 || isa == Isa::avx512) return detail::avx2_transforms();
+#endif
+  return portable;
+}
+
+// G (6 x 3): the filter's interpolation at the points 0, -1, 1, 1/2, -1/2 (scaled) and infinity.
+constexpr double kG[6][3] = {
+    {1.0 / 4, 0, 0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+    {0, 0, 1},
+};
+
+}  // namespace
+
+void transform_filters(const float* w, std::int64_t outs, std::int64_t ins, float* u) {
+  const std::int64_t matrix = outs * ins;
+  for (std::int64_t o = 0; o < outs; ++o) {
+    for (std::int64_t c = 0; c < ins; ++c) {
+      const float* g = w + (o * ins + c) * 9;
+      double gg[6][3];  // G g
+      for (int a = 0; a < 6; ++a) {
+        for (int j = 0; j < 3; ++j) {
+          gg[a][j] = kG[a][0] * g[j] + kG[a][1] * g[3 + j] + kG[a][2] * g[6 + j];
+        }
+      }
+      for (int a = 0; a < 6; ++a) {
+        for (int b = 0; b < 6; ++b) {  // (G g) G^T
+          const double value = gg[a][0] * kG[b][0] + gg[a][1] * kG[b][1] + gg[a][2] * kG[b][2];
+          u[(a * 6 + b) * matrix + o * ins + c] = static_cast<float>(value);
+        }
+      }
+    }
+  }
+}
+
+void transform_input(const float* x, std::int64_t channels, const Plane& plane, std::int64_t first, std::int64_t count,
+                     const Points& v) {
+  active().input(x, channels, plane, first, count, v);
+}
+
+void transform_output(const Points& m, std::int64_t outs, const Plane& plane, std::int64_t first, std::int64_t count,
+                      const OutputEpilogue& epilogue, float* y) {
+  active().output(m, outs, plane, first, count, epilogue, y);
+}
+
+std::int64_t lanes() { return active().lanes; }
+
+}  // namespace teeny::cpu::winograd

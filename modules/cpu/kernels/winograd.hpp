@@ -1,0 +1,85 @@
+// Winograd F(4x4, 3x3) transforms for the CPU backend's 3x3 stride-1 convolutions.
+//
+// A 4x4 block of outputs (a tile) of a 3x3 convolution is A^T [(G g G^T) . (B^T d B)] A, where d
+// is the tile's 6x6 input patch, g the 3x3 filter and "." the element-wise product (Lavin & Gray,
+// "Fast Algorithms for Convolutional Neural Networks", 2015, with interpolation points 0, +-1,
+// +-2 and infinity). Summed over input channels, the 36 element-wise products become 36 GEMMs,
+// one per point xi of the 6x6 transformed tile:
+//   M[xi][o, t] = sum over c of U[xi][o, c] * V[xi][c, t]
+// with U the transformed filters (made once, at load) and V the transformed input tiles. That is
+// 36 multiply-adds per 16 outputs and channel pair instead of 144: 4x fewer.
+//
+// These are the transforms; the GEMMs are teeny's SGEMM. The input and output transforms run over
+// L consecutive tiles of a tile row at once, one per vector lane, with the instruction set the
+// GEMM runs with (AVX-512: 16 lanes, AVX2: 8, portable C++: 4).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace teeny::cpu::winograd {
+
+inline constexpr std::int64_t kOutputs = 4;    // outputs per tile side
+inline constexpr std::int64_t kInputs = 6;     // inputs per tile side (a patch)
+inline constexpr std::int64_t kPoints = 36;    // points of a transformed tile: GEMMs per convolution
+inline constexpr std::int64_t kMaxLanes = 16;  // tiles per vector, at most
+
+// One image plane's tiling: output (oh, ow) reads input (oh - pad_h + i, ow - pad_w + j) for i, j
+// in 0..2 (zero outside the plane). Tile t covers outputs 4 * (t / tiles_w) + 0..3 by
+// 4 * (t % tiles_w) + 0..3; tiles past the output's edge are computed and cut.
+struct Plane {
+  std::int64_t h = 0, w = 0;    // input
+  std::int64_t ho = 0, wo = 0;  // output
+  std::int64_t pad_h = 0, pad_w = 0;
+  std::int64_t tiles_h = 0, tiles_w = 0;
+  constexpr std::int64_t tiles() const { return tiles_h * tiles_w; }
+};
+
+constexpr Plane plane_of(std::int64_t h, std::int64_t w, std::int64_t pad_h, std::int64_t pad_w) {
+  Plane p;
+  p.h = h;
+  p.w = w;
+  p.pad_h = pad_h;
+  p.pad_w = pad_w;
+  p.ho = h + 2 * pad_h - 2;
+  p.wo = w + 2 * pad_w - 2;
+  p.tiles_h = p.ho > 0 ? (p.ho + kOutputs - 1) / kOutputs : 0;
+  p.tiles_w = p.wo > 0 ? (p.wo + kOutputs - 1) / kOutputs : 0;
+  return p;
+}
+
+// Where a block of tiles' transformed values are: value (xi, row, j) of the block (row: an input
+// channel in V, an output channel in M; j: the block's j-th tile) is at
+// data[xi * point_stride + row * row_stride + j]. A transform writes whole vectors of lanes, so a
+// row has room for kMaxLanes floats past the block's last tile.
+struct Points {
+  float* data = nullptr;
+  std::int64_t point_stride = 0;
+  std::int64_t row_stride = 0;
+};
+
+// The filters [outs][ins][3][3] as 36 matrices U[xi][o][c] (outs x ins each, row-major, at
+// u + xi * outs * ins), computed in double and rounded once.
+void transform_filters(const float* w, std::int64_t outs, std::int64_t ins, float* u);
+
+// V for channels [0, channels) of `x` ([channels][h][w]) and tiles [first, first + count).
+void transform_input(const float* x, std::int64_t channels, const Plane& plane, std::int64_t first, std::int64_t count,
+                     const Points& v);
+
+// What is added to each output as it is written: its channel's bias, then the residual at the same
+// place in `residual` (laid out as the output), then ReLU. Each part is optional.
+struct OutputEpilogue {
+  const float* bias = nullptr;      // [outs]
+  const float* residual = nullptr;  // [outs][ho][wo]
+  bool relu = false;
+};
+
+// The outputs of tiles [first, first + count) for channels [0, outs) into y ([outs][ho][wo]),
+// from M (read through `m`, whose data is not changed).
+void transform_output(const Points& m, std::int64_t outs, const Plane& plane, std::int64_t first, std::int64_t count,
+                      const OutputEpilogue& epilogue, float* y);
+
+// Tiles the active instruction set's transforms take at once (vector lanes).
+std::int64_t lanes();
+
+}  // namespace teeny::cpu::winograd

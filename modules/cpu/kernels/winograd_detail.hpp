@@ -1,0 +1,223 @@
+// The Winograd input and output transforms, written once over the vector width L (tiles per
+// vector) with the compilers' generic vector types, and compiled per instruction set
+// (winograd*.cpp), like the GEMM's kernels. See winograd.hpp.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "winograd.hpp"
+
+namespace teeny::cpu::winograd::detail {
+
+// One instruction set's transforms (winograd.cpp picks the active one's).
+struct Transforms {
+  void (*input)(const float*, std::int64_t, const Plane&, std::int64_t, std::int64_t, const Points&);
+  void (*output)(const Points&, std::int64_t, const Plane&, std::int64_t, std::int64_t, const OutputEpilogue&, float*);
+  std::int64_t lanes;
+};
+const Transforms& avx2_transforms();
+const Transforms& avx512_transforms();
+
+template <class Lanes>
+constexpr Transforms transforms_of() {
+  return {&Lanes::input, &Lanes::output, Lanes::kLanes};
+}
+
+template <int L>
+struct Lanes {
+  static_assert(L >= 4 && L % 4 == 0 && L <= kMaxLanes, "whole groups of four tiles, at most kMaxLanes");
+  static constexpr std::int64_t kLanes = L;
+  using V = float __attribute__((vector_size(L * sizeof(float))));
+  using Half = float __attribute__((vector_size(L / 2 * sizeof(float))));
+
+  static V load(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+  static V splat(float x) {
+    V v;
+    for (int l = 0; l < L; ++l) v[l] = x;
+    return v;
+  }
+
+  // Elements j, j + 4, j + 8, ... of the 4L floats in a0..a3.
+  template <int J, std::size_t... I>
+  static Half every_fourth(V a, V b, std::index_sequence<I...>) {
+    return __builtin_shufflevector(a, b, static_cast<int>(4 * I + J)...);
+  }
+  template <std::size_t... I>
+  static V join(Half a, Half b, std::index_sequence<I...>) {
+    return __builtin_shufflevector(a, b, static_cast<int>(I)...);
+  }
+  template <int J>
+  static V column(V a0, V a1, V a2, V a3) {
+    constexpr auto half = std::make_index_sequence<L / 2>{};
+    return join(every_fourth<J>(a0, a1, half), every_fourth<J>(a2, a3, half), std::make_index_sequence<L>{});
+  }
+  // v shifted down one lane, `last` in the top lane: elements 4 + j, 8 + j, ... from column j.
+  template <std::size_t... I>
+  static V next(V v, V last, std::index_sequence<I...>) {
+    return __builtin_shufflevector(v, last, static_cast<int>(I + 1)...);
+  }
+
+  // The six patch columns of row `p` (4L + 2 floats): x[j][l] = p[4l + j].
+  static void patch_row(const float* p, V (&x)[6]) {
+    const V a0 = load(p), a1 = load(p + L), a2 = load(p + 2 * L), a3 = load(p + 3 * L);
+    x[0] = column<0>(a0, a1, a2, a3);
+    x[1] = column<1>(a0, a1, a2, a3);
+    x[2] = column<2>(a0, a1, a2, a3);
+    x[3] = column<3>(a0, a1, a2, a3);
+    constexpr auto lanes = std::make_index_sequence<L>{};
+    x[4] = next(x[0], splat(p[4 * L]), lanes);
+    x[5] = next(x[1], splat(p[4 * L + 1]), lanes);
+  }
+
+  // The interleaving of y0..y3 (element 4l + b is y_b[l]) as 4 vectors.
+  template <int Offset, std::size_t... I>
+  static V zip2(V a, V b, std::index_sequence<I...>) {  // a[o], b[o], a[o + 1], b[o + 1], ...
+    return __builtin_shufflevector(a, b, static_cast<int>((I % 2) * L + Offset + I / 2)...);
+  }
+  template <int Offset, std::size_t... I>
+  static V zip4(V p01, V p23, std::index_sequence<I...>) {  // pairs of p01, p23 from Offset
+    return __builtin_shufflevector(p01, p23, static_cast<int>((I % 4 < 2 ? 0 : L) + Offset + 2 * (I / 4) + I % 2)...);
+  }
+  static void interleave(const V (&y)[4], float* out) {
+    constexpr auto lanes = std::make_index_sequence<L>{};
+    const V p01_lo = zip2<0>(y[0], y[1], lanes), p01_hi = zip2<L / 2>(y[0], y[1], lanes);
+    const V p23_lo = zip2<0>(y[2], y[3], lanes), p23_hi = zip2<L / 2>(y[2], y[3], lanes);
+    store(out, zip4<0>(p01_lo, p23_lo, lanes));
+    store(out + L, zip4<L / 2>(p01_lo, p23_lo, lanes));
+    store(out + 2 * L, zip4<0>(p01_hi, p23_hi, lanes));
+    store(out + 3 * L, zip4<L / 2>(p01_hi, p23_hi, lanes));
+  }
+
+  // B^T applied to the six values of a patch row or column.
+  static void input_1d(const V (&d)[6], V (&v)[6]) {
+    const V d4_d2 = d[4] - d[2];
+    const V d3_d1 = d[3] - d[1];
+    v[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    v[1] = d[3] + d[4] - 4.0f * (d[1] + d[2]);
+    v[2] = 4.0f * (d[1] - d[2]) + d[4] - d[3];
+    v[3] = 2.0f * d3_d1 + d4_d2;
+    v[4] = d4_d2 - 2.0f * d3_d1;
+    v[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+  }
+
+  // A^T applied to six transformed values.
+  static void output_1d(const V (&m)[6], V (&y)[4]) {
+    const V s12 = m[1] + m[2], d12 = m[1] - m[2];
+    const V s34 = m[3] + m[4], d34 = m[3] - m[4];
+    y[0] = m[0] + s12 + s34;
+    y[1] = d12 + 2.0f * d34;
+    y[2] = s12 + 4.0f * s34;
+    y[3] = d12 + 8.0f * d34 + m[5];
+  }
+
+  // Input rows of one tile row, zero-padded, with 4L + 2 columns from column `col0` (+ slack).
+  static constexpr std::int64_t kStage = 4 * L + 4;
+
+  static void stage_row(const float* in, const Plane& p, std::int64_t ih, std::int64_t col0, float* dst) {
+    std::fill(dst, dst + kStage, 0.0f);
+    if (ih < 0 || ih >= p.h) return;
+    const std::int64_t lo = std::max<std::int64_t>(0, -col0);
+    const std::int64_t hi = std::min<std::int64_t>(4 * L + 2, p.w - col0);
+    if (hi > lo) std::memcpy(dst + lo, in + ih * p.w + col0 + lo, static_cast<std::size_t>(hi - lo) * sizeof(float));
+  }
+
+  // Calls f(r, q, n, j): tile row r, its tiles q .. q + n - 1 (n <= L), the first of them the j-th
+  // of [first, first + count).
+  template <class F>
+  static void for_each_chunk(const Plane& p, std::int64_t first, std::int64_t count, F&& f) {
+    std::int64_t t = first;
+    const std::int64_t end = first + count;
+    while (t < end) {
+      const std::int64_t r = t / p.tiles_w;
+      const std::int64_t q = t % p.tiles_w;
+      const std::int64_t n = std::min<std::int64_t>({L, p.tiles_w - q, end - t});
+      f(r, q, n, t - first);
+      t += n;
+    }
+  }
+
+  static void input(const float* x, std::int64_t channels, const Plane& p, std::int64_t first, std::int64_t count,
+                    const Points& v) {
+    alignas(64) float stage[6][kStage];
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const float* in = x + c * p.h * p.w;
+      for_each_chunk(p, first, count, [&](std::int64_t r, std::int64_t q, std::int64_t, std::int64_t j) {
+        V t[6][6];  // the patch rows transformed: (d B) per row
+        for (int i = 0; i < 6; ++i) {
+          stage_row(in, p, kOutputs * r + i - p.pad_h, kOutputs * q - p.pad_w, stage[i]);
+          V d[6];
+          patch_row(stage[i], d);
+          input_1d(d, t[i]);
+        }
+        float* out = v.data + c * v.row_stride + j;
+        for (int k = 0; k < 6; ++k) {
+          const V col[6] = {t[0][k], t[1][k], t[2][k], t[3][k], t[4][k], t[5][k]};
+          V res[6];
+          input_1d(col, res);
+          for (int a = 0; a < 6; ++a) store(out + (a * 6 + k) * v.point_stride, res[a]);
+        }
+      });
+    }
+  }
+
+  static void output(const Points& m, std::int64_t outs, const Plane& p, std::int64_t first, std::int64_t count,
+                     const OutputEpilogue& e, float* y) {
+    alignas(64) float stage[4 * L];
+    for (std::int64_t o = 0; o < outs; ++o) {
+      float* out = y + o * p.ho * p.wo;
+      const float* residual = e.residual != nullptr ? e.residual + o * p.ho * p.wo : nullptr;
+      const V bias = splat(e.bias != nullptr ? e.bias[o] : 0.0f);
+      const bool relu_now = e.relu && residual == nullptr;  // with a residual, after adding it
+      for_each_chunk(p, first, count, [&](std::int64_t r, std::int64_t q, std::int64_t n, std::int64_t j) {
+        const float* in = m.data + o * m.row_stride + j;
+        V s[4][6];  // A^T down each column of the 6x6 block
+        for (int k = 0; k < 6; ++k) {
+          V col[6];
+          for (int i = 0; i < 6; ++i) col[i] = load(in + (i * 6 + k) * m.point_stride);
+          V res[4];
+          output_1d(col, res);
+          for (int a = 0; a < 4; ++a) s[a][k] = res[a];
+        }
+        const std::int64_t ow0 = kOutputs * q;
+        const std::int64_t width = std::min(kOutputs * n, p.wo - ow0);
+        for (int a = 0; a < 4; ++a) {
+          const std::int64_t oh = kOutputs * r + a;
+          if (oh >= p.ho) break;
+          V row[4];
+          output_1d(s[a], row);
+          for (V& value : row) {
+            value += bias;
+            if (relu_now) value = value > 0.0f ? value : 0.0f;
+          }
+          float* dst = out + oh * p.wo + ow0;
+          if (residual == nullptr && width == 4 * L) {
+            interleave(row, dst);
+            continue;
+          }
+          interleave(row, stage);
+          if (residual == nullptr) {
+            std::memcpy(dst, stage, static_cast<std::size_t>(width) * sizeof(float));
+            continue;
+          }
+          const float* res = residual + oh * p.wo + ow0;
+          if (e.relu) {
+            for (std::int64_t i = 0; i < width; ++i) dst[i] = std::max(stage[i] + res[i], 0.0f);
+          } else {
+            for (std::int64_t i = 0; i < width; ++i) dst[i] = stage[i] + res[i];
+          }
+        }
+      });
+    }
+  }
+};
+
+}  // namespace teeny::cpu::winograd::detail
