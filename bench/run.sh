@@ -29,9 +29,10 @@ ORT_VERSION=1.30.0
 
 log() { echo "== $*" >&2; }
 
-# 0. what the benchmarks need: Google Benchmark, and OpenBLAS (bench-gemm's reference, and the BLAS
-#    Debian's PyTorch must run on to be a fair peer)
-tools/setup.sh libbenchmark-dev libopenblas-dev libopenblas0-pthread >&2
+# 0. what the benchmarks need: Google Benchmark, Debian's PyTorch (the peer, and the ONNX exporter),
+#    and OpenBLAS (bench-gemm's reference, and the BLAS Debian's PyTorch must run on to be a fair
+#    peer)
+tools/setup.sh libbenchmark-dev python3-torch libopenblas-dev libopenblas0-pthread >&2
 
 # 1. teeny's benchmark
 if ! grep -q "subdir('bench')" meson.build; then

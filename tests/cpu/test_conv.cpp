@@ -48,6 +48,10 @@ const ConvCase cases[] = {
     {"3x3 pad 2 on 5x6", 1, 3, 5, 6, 9, {3, 3}, {1, 1}, {2, 2}, {1, 1}, 1, true, false},
     {"3x3 pad 1x0, 2 groups, 19 tiles a row", 1, 6, 6, 75, 4, {3, 3}, {1, 1}, {1, 0}, {1, 1}, 2, false, false},
     {"3x3 pad 1 on 3x3, one tile", 3, 17, 3, 3, 33, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},
+    // Batch 1 on 2 threads: Winograd splits a map of many tiles by tiles, and a wide layer with few
+    // tiles by output channels.
+    {"3x3 pad 1, batch 1, 64 tiles", 1, 4, 30, 30, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+    {"3x3 pad 1, batch 1, 4 tiles, 48 outputs", 1, 64, 6, 6, 48, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},
 };
 
 // Deterministic values in [-1, 1).

@@ -116,7 +116,7 @@ bool one_gemm_per_task(const Geometry& g, std::int64_t threads) {
 template <class State>
 ConvScratch scratch_layout(const Geometry& g, const State& state) {
   return conv_scratch(state.method, g.k, g.p, g.og, g.ho, g.wo, state.phases.floats, state.phases.qw, g.cg,
-                      state.winograd.stride);
+                      state.winograd.stride, state.winograd.staging);
 }
 
 // out[i] = act(src[i] + residual[i]) for i in [0, n): a folded residual add and the activation after

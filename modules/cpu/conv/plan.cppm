@@ -23,34 +23,58 @@ bool winograd_fits(const Geometry& g, const Window2d& win) {
                               g.cg, g.groups);
 }
 
-// Tiles per Winograd block: winograd_block's, and when one image's tiles are split over the
-// threads (batch 1), at most a thread's share of them.
-std::int64_t winograd_block_for(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t threads) {
-  const std::int64_t tiles = plane.tiles();
-  const std::int64_t block = winograd_block(g.cg, g.og, tiles);
-  if (one_gemm_per_task(g, threads)) return block;
-  return std::max<std::int64_t>(1, std::min(block, (tiles + threads - 1) / threads));
+// Estimated cycles of one Winograd work item: `count` tiles of a block for `outs` output channels.
+// 36 GEMMs (the tiles as columns, read in place or packed), the input transform of the block
+// (about 200 cycles per channel for each run of up to `lanes` tiles of one tile row, its staging
+// included) and the output transform (150 per output channel and run), and the item's transformed
+// filters, read at 16 bytes a cycle: 4x the bytes of the plain weights, which is what rules
+// Winograd out for wide layers on small maps at batch 1.
+double winograd_item_cycles(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t count, std::int64_t outs,
+                            cpu::GemmTile tile, std::int64_t lanes) {
+  constexpr auto points = static_cast<double>(cpu::winograd::kPoints);
+  const double packing = tile.rows_in_place ? 0.0 : 0.5 * static_cast<double>(g.cg * count);
+  const double gemms = points * (gemm_cycles(outs, count, g.cg, tile) + packing);
+  const std::int64_t per_row = std::min(count, plane.tiles_w);
+  const auto runs =
+      static_cast<double>(((count + plane.tiles_w - 1) / plane.tiles_w) * ((per_row + lanes - 1) / lanes));
+  const double transforms = runs * static_cast<double>(200 * g.cg + 150 * outs);
+  const double filters = points * static_cast<double>(outs * g.cg) * 4.0 / 16.0;
+  return gemms + transforms + filters;
 }
 
-// One thread's estimated cycles for a Winograd convolution: 36 GEMMs per block of tiles (the
-// tiles as the GEMM's columns, read in place or packed), the transforms (about 120 cycles per
-// channel for each run of up to `lanes` tiles of a tile row in, 100 out), and the transformed
-// filters, read once per block at 16 bytes a cycle: 4x the bytes of the plain weights, which is
-// what rules Winograd out for wide layers on small maps at batch 1.
-double winograd_cycles(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t block, std::int64_t threads,
+// One thread's estimated cycles for a Winograd convolution split as `split`: a whole image's and
+// group's items when those go round the threads, else (batch 1) a thread's share of the items.
+double winograd_cycles(const Geometry& g, const cpu::winograd::Plane& plane, WinogradSplit split, std::int64_t threads,
                        cpu::GemmTile tile, std::int64_t lanes) {
   const std::int64_t tiles = plane.tiles();
-  const std::int64_t blocks = (tiles + block - 1) / block;
-  const double gemms = static_cast<double>(tiles / block) * gemm_cycles(g.og, block, g.cg, tile) +
-                       (tiles % block != 0 ? gemm_cycles(g.og, tiles % block, g.cg, tile) : 0.0);
-  const double packing = tile.rows_in_place ? 0.0 : 0.5 * static_cast<double>(cpu::winograd::kPoints * g.cg * tiles);
-  const auto runs = static_cast<double>(plane.tiles_h * ((plane.tiles_w + lanes - 1) / lanes));
-  const double transforms = runs * static_cast<double>(120 * g.cg + 100 * g.og);
-  const double filters = static_cast<double>(cpu::winograd::kPoints * g.og * g.cg) * 4.0 / 16.0;  // per block
-  const double work = static_cast<double>(cpu::winograd::kPoints) * gemms + packing + transforms;
-  // Split over the threads (batch 1), a thread runs its share of the blocks.
-  const std::int64_t mine = one_gemm_per_task(g, threads) ? blocks : (blocks + threads - 1) / threads;
-  return (work / static_cast<double>(blocks) + filters) * static_cast<double>(mine);
+  const std::int64_t full = tiles / split.block;
+  const std::int64_t rest = tiles % split.block;
+  const std::int64_t outs = (g.og + split.parts - 1) / split.parts;
+  double task =
+      static_cast<double>(full * split.parts) * winograd_item_cycles(g, plane, split.block, outs, tile, lanes);
+  if (rest != 0) task += static_cast<double>(split.parts) * winograd_item_cycles(g, plane, rest, outs, tile, lanes);
+  if (one_gemm_per_task(g, threads)) return task;
+  const std::int64_t items = g.n * g.groups * ((tiles + split.block - 1) / split.block) * split.parts;
+  const std::int64_t mine = (items + threads - 1) / threads;
+  return task * static_cast<double>(g.n * g.groups) * static_cast<double>(mine) / static_cast<double>(items);
+}
+
+// How a Winograd convolution's work is cut: winograd_block's blocks, each one item, when whole
+// images go round the threads; at batch 1 the cheaper of a thread's share of the tiles per block
+// (each thread reads all the transformed filters) and whole blocks with the output channels split
+// between the threads (each reads its share of the filters, and transforms the input itself).
+WinogradSplit winograd_split(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t threads) {
+  const std::int64_t tiles = plane.tiles();
+  const WinogradSplit whole{winograd_block(g.cg, g.og, tiles), 1};
+  if (one_gemm_per_task(g, threads)) return whole;
+  const WinogradSplit by_tiles{std::max<std::int64_t>(1, std::min(whole.block, (tiles + threads - 1) / threads)), 1};
+  const WinogradSplit by_channels{whole.block, std::min(threads, std::max<std::int64_t>(1, g.og / 16))};
+  const cpu::GemmTile tile = cpu::gemm_tile();
+  const std::int64_t lanes = cpu::winograd::lanes();
+  return winograd_cycles(g, plane, by_channels, threads, tile, lanes) <
+                 winograd_cycles(g, plane, by_tiles, threads, tile, lanes)
+             ? by_channels
+             : by_tiles;
 }
 
 // The cheapest method for a convolution that is not a plain 1x1 one (whose GEMM reads its input as
@@ -86,8 +110,7 @@ ConvMethod choose_method(const Geometry& g, const Window2d& win, const PhasePlan
   double winograd_cost = 0;
   if (winograd && algorithm == ConvAlgorithm::automatic) {
     const cpu::winograd::Plane plane = cpu::winograd::plane_of(g.h, g.w, win.pad_h, win.pad_w);
-    winograd_cost =
-        winograd_cycles(g, plane, winograd_block_for(g, plane, threads), threads, tile, cpu::winograd::lanes());
+    winograd_cost = winograd_cycles(g, plane, winograd_split(g, plane, threads), threads, tile, cpu::winograd::lanes());
   }
   const struct {
     ConvMethod method;

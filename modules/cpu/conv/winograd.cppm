@@ -29,40 +29,50 @@ namespace teeny::conv {
 
 namespace wg = cpu::winograd;
 
+// Output channels [begin, end) of a group's share `part` of them.
+std::pair<std::int64_t, std::int64_t> winograd_part(const Geometry& g, const WinogradSplit& split, std::int64_t part) {
+  return {g.og * part / split.parts, g.og * (part + 1) / split.parts};
+}
+
 // Transforms the filters of every group (`weights`: [o][cg][3][3], a folded BatchNorm applied)
-// and packs each point's matrix as the GEMM's A operand, into `state.weights` (group * 36 + xi),
-// whose table exists already (entries already packed are refilled in place). `u` holds one
-// group's 36 unpacked matrices.
+// and packs each share's matrix of each point as the GEMM's A operand, into `state.weights`, whose
+// table exists already (entries already packed are refilled in place). `u` holds one group's 36
+// unpacked matrices.
 bool pack_winograd_filters(const Geometry& g, const float* weights, float* u, ConvState& state, cpu::Memory& memory) {
+  const WinogradSplit& split = state.winograd.split;
   const std::int64_t matrix = g.og * g.cg;
+  const auto cg = static_cast<std::size_t>(g.cg);
   for (std::int64_t group = 0; group < g.groups; ++group) {
     wg::transform_filters(weights + group * matrix * 9, g.og, g.cg, u);
-    for (std::int64_t xi = 0; xi < wg::kPoints; ++xi) {
-      cpu::PackedMatrix& packed = state.weights[static_cast<std::size_t>(group * wg::kPoints + xi)];
-      const float* point = u + xi * matrix;
-      const auto og = static_cast<std::size_t>(g.og);
-      const auto cg = static_cast<std::size_t>(g.cg);
-      if (packed.ok()) {
-        cpu::repack(packed, point, cg, false);
-      } else {
-        packed = cpu::pack_a(og, cg, point, cg, false, memory);
-        if (!packed.ok() && matrix != 0) return false;
+    for (std::int64_t part = 0; part < split.parts; ++part) {
+      const auto [begin, end] = winograd_part(g, split, part);
+      for (std::int64_t xi = 0; xi < wg::kPoints; ++xi) {
+        cpu::PackedMatrix& packed =
+            state.weights[static_cast<std::size_t>((group * split.parts + part) * wg::kPoints + xi)];
+        const float* rows = u + xi * matrix + begin * g.cg;
+        if (packed.ok()) {
+          cpu::repack(packed, rows, cg, false);
+        } else {
+          packed = cpu::pack_a(static_cast<std::size_t>(end - begin), cg, rows, cg, false, memory);
+          if (!packed.ok() && (end - begin) * g.cg != 0) return false;
+        }
       }
     }
   }
   return true;
 }
 
-// f32, 3x3 stride 1 (winograd_fits): the transformed filters packed, the blocks planned, and the
+// f32, 3x3 stride 1 (winograd_fits): the work split, the transformed filters packed, and the
 // scratch and GEMM workspace reserved.
 Result<ConvState> plan_winograd(const Geometry& g, const Window2d& win, const float* weights, ConvState state,
                                 CpuContext& cpu) {
   WinogradPlan& plan = state.winograd;
   plan.plane = wg::plane_of(g.h, g.w, win.pad_h, win.pad_w);
-  plan.block = winograd_block_for(g, plan.plane, static_cast<std::int64_t>(cpu.threads()));
-  plan.stride = plan.block + wg::kMaxLanes;
+  plan.split = winograd_split(g, plan.plane, static_cast<std::int64_t>(cpu.threads()));
+  plan.stride = plan.split.block + wg::kMaxLanes;
+  plan.staging = wg::input_staging_floats(plan.plane, plan.split.block);
   plan.rows = cpu::MemoryArray<std::ptrdiff_t>(cpu.memory(), static_cast<std::size_t>(g.cg));
-  const auto points = static_cast<std::size_t>(g.groups * wg::kPoints);
+  const auto points = static_cast<std::size_t>(g.groups * plan.split.parts * wg::kPoints);
   state.weights = cpu::MemoryArray<cpu::PackedMatrix>(cpu.memory(), points);
   if (!plan.rows.ok() || !state.weights.ok()) {
     return fail(Errc::out_of_memory, "cannot allocate the tables of a Winograd convolution (", g.groups, " groups, ",
@@ -84,7 +94,7 @@ Result<ConvState> plan_winograd(const Geometry& g, const Window2d& win, const fl
   if (!cpu.reserve_scratch(static_cast<std::size_t>(state.scratch.total) * sizeof(float))) {
     return fail(Errc::out_of_memory, "cannot allocate ", state.scratch.total, " floats of convolution scratch");
   }
-  const cpu::GemmShape shape{static_cast<std::size_t>(g.og), static_cast<std::size_t>(plan.block),
+  const cpu::GemmShape shape{static_cast<std::size_t>(g.og), static_cast<std::size_t>(plan.split.block),
                              static_cast<std::size_t>(g.cg)};
   if (!cpu.reserve_gemm_workspace(cpu::gemm_workspace_bytes(shape, true, false))) {
     return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace");
@@ -95,39 +105,45 @@ Result<ConvState> plan_winograd(const Geometry& g, const Window2d& win, const fl
 void run_winograd(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) {
   const Geometry g = geometry(args);
   const WinogradPlan& plan = state.winograd;
+  const WinogradSplit& split = plan.split;
   const float* bias = state.folded_bias.empty() ? args.bias.data : state.folded_bias.data();
   const float* residual = args.residual.data;
   const Epilogue& act = args.epilogue;
   const bool relu = act.active && act.fn == UnaryFn::relu;  // applied as the outputs are written
   const std::int64_t tiles = plan.plane.tiles();
-  const std::int64_t blocks = (tiles + plan.block - 1) / plan.block;
-  const auto og = static_cast<std::size_t>(g.og);
+  const std::int64_t blocks = (tiles + split.block - 1) / split.block;
   const auto cg = static_cast<std::size_t>(g.cg);
   const auto stride = static_cast<std::size_t>(plan.stride);
   cpu::ThreadPool& pool = cpu.pool();
-  // Item i: image and group t = i / blocks (image t / groups, group t % groups), block i % blocks.
-  pool.parallel_for(static_cast<std::size_t>(g.n * g.groups * blocks), [&](std::size_t item, std::size_t worker) {
-    const auto t = static_cast<std::int64_t>(item) / blocks;
+  // Item i: image and group t = i / (blocks * parts) (image t / groups, group t % groups), then its
+  // block and share of the output channels.
+  const std::int64_t items = g.n * g.groups * blocks * split.parts;
+  pool.parallel_for(static_cast<std::size_t>(items), [&](std::size_t item, std::size_t worker) {
+    const auto i = static_cast<std::int64_t>(item);
+    const std::int64_t t = i / (blocks * split.parts);
     const std::int64_t group = t % g.groups;
-    const std::int64_t first = static_cast<std::int64_t>(item) % blocks * plan.block;
-    const std::int64_t count = std::min(plan.block, tiles - first);
+    const std::int64_t first = i / split.parts % blocks * split.block;
+    const std::int64_t part = i % split.parts;
+    const std::int64_t count = std::min(split.block, tiles - first);
+    const auto [begin, end] = winograd_part(g, split, part);
     const float* in = args.x.data + ((t / g.groups) * g.c + group * g.cg) * g.h * g.w;
-    float* out = args.y.data + ((t / g.groups) * g.o + group * g.og) * g.p;
+    float* out = args.y.data + ((t / g.groups) * g.o + group * g.og + begin) * g.p;
     float* scratch = cpu.scratch(worker);
-    const wg::Points v{scratch, plan.stride * g.cg, plan.stride};
-    const wg::Points m{scratch + state.scratch.result, plan.stride * g.og, plan.stride};
-    wg::transform_input(in, g.cg, plan.plane, first, count, v);
+    const wg::Points v{scratch, winograd_point_floats(g.cg, plan.stride), plan.stride};
+    const wg::Points m{scratch + state.scratch.result, winograd_point_floats(g.og, plan.stride), plan.stride};
+    wg::transform_input(in, g.cg, plan.plane, first, count, v, scratch + wg::kPoints * v.point_stride);
+    const std::int64_t weights = (group * split.parts + part) * wg::kPoints;
     for (std::int64_t xi = 0; xi < wg::kPoints; ++xi) {
       const cpu::RowTable rows{v.data + xi * v.point_stride, plan.rows.data()};
-      cpu::sgemm({og, static_cast<std::size_t>(count), cg},
-                 state.weights[static_cast<std::size_t>(group * wg::kPoints + xi)], rows, m.data + xi * m.point_stride,
-                 stride, cpu::Epilogue{}, pool);
+      cpu::sgemm({static_cast<std::size_t>(end - begin), static_cast<std::size_t>(count), cg},
+                 state.weights[static_cast<std::size_t>(weights + xi)], rows, m.data + xi * m.point_stride, stride,
+                 cpu::Epilogue{}, pool);
     }
     wg::OutputEpilogue e;
-    e.bias = bias != nullptr ? bias + group * g.og : nullptr;
+    e.bias = bias != nullptr ? bias + group * g.og + begin : nullptr;
     e.residual = residual != nullptr ? residual + (out - args.y.data) : nullptr;
     e.relu = relu;
-    wg::transform_output(m, g.og, plan.plane, first, count, e, out);
+    wg::transform_output(m, end - begin, plan.plane, first, count, e, out);
   });
   if (act.active && !relu) apply_unary_inplace(args.y, act.fn, act.params, cpu);
 }

@@ -54,8 +54,8 @@ void transform_filters(const float* w, std::int64_t outs, std::int64_t ins, floa
 }
 
 void transform_input(const float* x, std::int64_t channels, const Plane& plane, std::int64_t first, std::int64_t count,
-                     const Points& v) {
-  active().input(x, channels, plane, first, count, v);
+                     const Points& v, float* staging) {
+  active().input(x, channels, plane, first, count, v, staging);
 }
 
 void transform_output(const Points& m, std::int64_t outs, const Plane& plane, std::int64_t first, std::int64_t count,

@@ -62,9 +62,18 @@ struct Points {
 // u + xi * outs * ins), computed in double and rounded once.
 void transform_filters(const float* w, std::int64_t outs, std::int64_t ins, float* u);
 
-// V for channels [0, channels) of `x` ([channels][h][w]) and tiles [first, first + count).
+// Floats of staging transform_input needs for blocks of up to `block` tiles: the zero-padded input
+// rows of one channel that a block's tile rows read, each wide enough for whole vectors of tiles.
+constexpr std::int64_t input_staging_floats(const Plane& plane, std::int64_t block) {
+  if (plane.tiles_w == 0 || block <= 0) return 0;
+  const std::int64_t tile_rows = (block - 1) / plane.tiles_w + 2;  // a block may start mid-row
+  return (kOutputs * tile_rows + 2) * kOutputs * (plane.tiles_w + kMaxLanes);
+}
+
+// V for channels [0, channels) of `x` ([channels][h][w]) and tiles [first, first + count), with
+// `staging` (input_staging_floats(plane, count) floats, any alignment) to work in.
 void transform_input(const float* x, std::int64_t channels, const Plane& plane, std::int64_t first, std::int64_t count,
-                     const Points& v);
+                     const Points& v, float* staging);
 
 // What is added to each output as it is written: its channel's bias, then the residual at the same
 // place in `residual` (laid out as the output), then ReLU. Each part is optional.

@@ -15,7 +15,7 @@ namespace teeny::cpu::winograd::detail {
 
 // One instruction set's transforms (winograd.cpp picks the active one's).
 struct Transforms {
-  void (*input)(const float*, std::int64_t, const Plane&, std::int64_t, std::int64_t, const Points&);
+  void (*input)(const float*, std::int64_t, const Plane&, std::int64_t, std::int64_t, const Points&, float*);
   void (*output)(const Points&, std::int64_t, const Plane&, std::int64_t, std::int64_t, const OutputEpilogue&, float*);
   std::int64_t lanes;
 };
@@ -119,103 +119,119 @@ struct Lanes {
     y[3] = d12 + 8.0f * d34 + m[5];
   }
 
-  // Input rows of one tile row, zero-padded, with 4L + 2 columns from column `col0` (+ slack).
-  static constexpr std::int64_t kStage = 4 * L + 4;
-
-  static void stage_row(const float* in, const Plane& p, std::int64_t ih, std::int64_t col0, float* dst) {
-    std::fill(dst, dst + kStage, 0.0f);
-    if (ih < 0 || ih >= p.h) return;
-    const std::int64_t lo = std::max<std::int64_t>(0, -col0);
-    const std::int64_t hi = std::min<std::int64_t>(4 * L + 2, p.w - col0);
+  // Input row ih of a channel, zero-padded: `width` floats from input column col0 (< 0: padding).
+  static void stage_row(const float* in, const Plane& p, std::int64_t ih, std::int64_t col0, std::int64_t width,
+                        float* dst) {
+    const bool inside = ih >= 0 && ih < p.h;
+    const std::int64_t lo = inside ? std::clamp<std::int64_t>(-col0, 0, width) : width;
+    const std::int64_t hi = inside ? std::clamp<std::int64_t>(p.w - col0, lo, width) : width;
+    std::fill(dst, dst + lo, 0.0f);
     if (hi > lo) std::memcpy(dst + lo, in + ih * p.w + col0 + lo, static_cast<std::size_t>(hi - lo) * sizeof(float));
+    std::fill(dst + hi, dst + width, 0.0f);
   }
 
-  // Calls f(r, q, n, j): tile row r, its tiles q .. q + n - 1 (n <= L), the first of them the j-th
-  // of [first, first + count).
-  template <class F>
-  static void for_each_chunk(const Plane& p, std::int64_t first, std::int64_t count, F&& f) {
-    std::int64_t t = first;
-    const std::int64_t end = first + count;
-    while (t < end) {
-      const std::int64_t r = t / p.tiles_w;
-      const std::int64_t q = t % p.tiles_w;
-      const std::int64_t n = std::min<std::int64_t>({L, p.tiles_w - q, end - t});
-      f(r, q, n, t - first);
-      t += n;
+  // V of up to L tiles of a tile row: `patch` is the first one's patch in the staged rows (`width`
+  // apart), `out` its first value (point xi at out + xi * point_stride). Parameters by value, so
+  // that the stores (which may alias anything) do not make the compiler reload them.
+  static void input_tiles(const float* patch, std::int64_t width, float* out, std::int64_t point_stride) {
+    V t[6][6];  // the patch rows transformed: (d B) per row
+    for (int i = 0; i < 6; ++i) {
+      V d[6];
+      patch_row(patch + i * width, d);
+      input_1d(d, t[i]);
+    }
+    for (int k = 0; k < 6; ++k) {
+      const V col[6] = {t[0][k], t[1][k], t[2][k], t[3][k], t[4][k], t[5][k]};
+      V res[6];
+      input_1d(col, res);
+      for (int a = 0; a < 6; ++a) store(out + (a * 6 + k) * point_stride, res[a]);
     }
   }
 
   static void input(const float* x, std::int64_t channels, const Plane& p, std::int64_t first, std::int64_t count,
-                    const Points& v) {
-    alignas(64) float stage[6][kStage];
+                    const Points& v, float* staging) {
+    if (count <= 0) return;
+    // Each channel's rows the block reads are first copied, zero-padded, into `staging`, whole
+    // rows at a time: reading them back as vectors then finds every store long done (a vector
+    // load over a just-written narrower store would wait for it).
+    const std::int64_t r0 = first / p.tiles_w;
+    const std::int64_t rows = kOutputs * ((first + count - 1) / p.tiles_w - r0) + 6;
+    // A run of tiles may start at any tile of a row and reads 4L + 2 floats from its first.
+    const std::int64_t width = kOutputs * (p.tiles_w + L);
     for (std::int64_t c = 0; c < channels; ++c) {
       const float* in = x + c * p.h * p.w;
-      for_each_chunk(p, first, count, [&](std::int64_t r, std::int64_t q, std::int64_t, std::int64_t j) {
-        V t[6][6];  // the patch rows transformed: (d B) per row
-        for (int i = 0; i < 6; ++i) {
-          stage_row(in, p, kOutputs * r + i - p.pad_h, kOutputs * q - p.pad_w, stage[i]);
-          V d[6];
-          patch_row(stage[i], d);
-          input_1d(d, t[i]);
-        }
-        float* out = v.data + c * v.row_stride + j;
-        for (int k = 0; k < 6; ++k) {
-          const V col[6] = {t[0][k], t[1][k], t[2][k], t[3][k], t[4][k], t[5][k]};
-          V res[6];
-          input_1d(col, res);
-          for (int a = 0; a < 6; ++a) store(out + (a * 6 + k) * v.point_stride, res[a]);
-        }
-      });
+      for (std::int64_t i = 0; i < rows; ++i) {
+        stage_row(in, p, kOutputs * r0 - p.pad_h + i, -p.pad_w, width, staging + i * width);
+      }
+      // Runs of up to L tiles, each within one tile row.
+      for (std::int64_t t = first; t < first + count;) {
+        const std::int64_t r = t / p.tiles_w;
+        const std::int64_t q = t % p.tiles_w;
+        input_tiles(staging + kOutputs * ((r - r0) * width + q), width, v.data + c * v.row_stride + (t - first),
+                    v.point_stride);
+        t += std::min<std::int64_t>({L, p.tiles_w - q, first + count - t});
+      }
+    }
+  }
+
+  // Outputs of up to L tiles of a tile row for one channel: `in` is the first tile's M value
+  // (point xi at in + xi * point_stride), `dst` its first output in y (rows `pitch` apart, `rows`
+  // and `width` of them inside the output), `residual` the same place in the residual or null.
+  static void output_tiles(const float* in, std::int64_t point_stride, float bias, bool relu, float* dst,
+                           const float* residual, std::int64_t pitch, std::int64_t rows, std::int64_t width) {
+    V s[4][6];  // A^T down each column of the 6x6 block
+    for (int k = 0; k < 6; ++k) {
+      V col[6];
+      for (int i = 0; i < 6; ++i) col[i] = load(in + (i * 6 + k) * point_stride);
+      V res[4];
+      output_1d(col, res);
+      for (int a = 0; a < 4; ++a) s[a][k] = res[a];
+    }
+    const V b = splat(bias);
+    const bool relu_now = relu && residual == nullptr;  // with a residual, after adding it
+    alignas(64) float stage[4 * L];
+    for (std::int64_t a = 0; a < rows; ++a) {
+      V row[4];
+      output_1d(s[a], row);
+      for (V& value : row) {
+        value += b;
+        if (relu_now) value = value > 0.0f ? value : 0.0f;
+      }
+      float* out = dst + a * pitch;
+      if (residual == nullptr && width == 4 * L) {
+        interleave(row, out);
+        continue;
+      }
+      interleave(row, stage);
+      if (residual == nullptr) {
+        for (std::int64_t i = 0; i < width; ++i) out[i] = stage[i];
+        continue;
+      }
+      const float* res = residual + a * pitch;
+      if (relu) {
+        for (std::int64_t i = 0; i < width; ++i) out[i] = std::max(stage[i] + res[i], 0.0f);
+      } else {
+        for (std::int64_t i = 0; i < width; ++i) out[i] = stage[i] + res[i];
+      }
     }
   }
 
   static void output(const Points& m, std::int64_t outs, const Plane& p, std::int64_t first, std::int64_t count,
                      const OutputEpilogue& e, float* y) {
-    alignas(64) float stage[4 * L];
     for (std::int64_t o = 0; o < outs; ++o) {
       float* out = y + o * p.ho * p.wo;
       const float* residual = e.residual != nullptr ? e.residual + o * p.ho * p.wo : nullptr;
-      const V bias = splat(e.bias != nullptr ? e.bias[o] : 0.0f);
-      const bool relu_now = e.relu && residual == nullptr;  // with a residual, after adding it
-      for_each_chunk(p, first, count, [&](std::int64_t r, std::int64_t q, std::int64_t n, std::int64_t j) {
-        const float* in = m.data + o * m.row_stride + j;
-        V s[4][6];  // A^T down each column of the 6x6 block
-        for (int k = 0; k < 6; ++k) {
-          V col[6];
-          for (int i = 0; i < 6; ++i) col[i] = load(in + (i * 6 + k) * m.point_stride);
-          V res[4];
-          output_1d(col, res);
-          for (int a = 0; a < 4; ++a) s[a][k] = res[a];
-        }
-        const std::int64_t ow0 = kOutputs * q;
-        const std::int64_t width = std::min(kOutputs * n, p.wo - ow0);
-        for (int a = 0; a < 4; ++a) {
-          const std::int64_t oh = kOutputs * r + a;
-          if (oh >= p.ho) break;
-          V row[4];
-          output_1d(s[a], row);
-          for (V& value : row) {
-            value += bias;
-            if (relu_now) value = value > 0.0f ? value : 0.0f;
-          }
-          float* dst = out + oh * p.wo + ow0;
-          if (residual == nullptr && width == 4 * L) {
-            interleave(row, dst);
-            continue;
-          }
-          interleave(row, stage);
-          if (residual == nullptr) {
-            std::memcpy(dst, stage, static_cast<std::size_t>(width) * sizeof(float));
-            continue;
-          }
-          const float* res = residual + oh * p.wo + ow0;
-          if (e.relu) {
-            for (std::int64_t i = 0; i < width; ++i) dst[i] = std::max(stage[i] + res[i], 0.0f);
-          } else {
-            for (std::int64_t i = 0; i < width; ++i) dst[i] = stage[i] + res[i];
-          }
-        }
-      });
+      const float bias = e.bias != nullptr ? e.bias[o] : 0.0f;
+      for (std::int64_t t = first; t < first + count;) {
+        const std::int64_t r = t / p.tiles_w;
+        const std::int64_t q = t % p.tiles_w;
+        const std::int64_t n = std::min<std::int64_t>({L, p.tiles_w - q, first + count - t});
+        const std::int64_t at = kOutputs * (r * p.wo + q);  // the first tile's first output
+        output_tiles(m.data + o * m.row_stride + (t - first), m.point_stride, bias, e.relu, out + at,
+                     residual != nullptr ? residual + at : nullptr, p.wo, std::min(kOutputs, p.ho - kOutputs * r),
+                     std::min(kOutputs * n, p.wo - kOutputs * q));
+        t += n;
+      }
     }
   }
 };
