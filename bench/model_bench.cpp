@@ -3,7 +3,7 @@
 //   model      input                 batches   graph
 //   mlp        [batch, 1, 28, 28]    1, 64     examples/models.hpp (784-512-512-10)
 //   lenet      [batch, 1, 28, 28]    1, 64     examples/models.hpp
-//   resnet18   [batch, 3, 224, 224]  1         models::resnet18() (examples/models.hpp)
+//   resnet18   [batch, 3, 224, 224]  1, 8      models::resnet18() (examples/models.hpp)
 //
 // each at 1 and 2 threads, named `teeny/<model>/batch:<B>/threads:<T>`. The weights are the
 // PyTorch fixtures of tests/fixtures/models (resnet18's are stored as BF16 and load as f32).
@@ -211,7 +211,8 @@ int main(int argc, char** argv) {
     const ModelSpec* spec;
     std::int64_t batch;
   };
-  const Config configs[] = {{&specs[0], 1}, {&specs[0], 64}, {&specs[1], 1}, {&specs[1], 64}, {&specs[2], 1}};
+  const Config configs[] = {{&specs[0], 1},  {&specs[0], 64}, {&specs[1], 1},
+                            {&specs[1], 64}, {&specs[2], 1},  {&specs[2], 8}};
   for (const Config& c : configs) {
     for (std::int64_t threads : {1, 2}) {
       const std::string name = std::string("teeny/") + c.spec->name + "/batch:" + std::to_string(c.batch) +

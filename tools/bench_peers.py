@@ -40,9 +40,13 @@ import sys
 import time
 
 MODELS = {"mlp": (1, 28), "lenet": (1, 28), "resnet18": (3, 224), "tiny": None}  # channels, image size
-CONFIGS = [("mlp", 1), ("mlp", 64), ("lenet", 1), ("lenet", 64), ("resnet18", 1)]
-# model, batch -> teeny's latency must be at most this many times ONNX Runtime's (the CPU issue)
-TARGETS = {("mlp", 1): 1.0, ("mlp", 64): 1.0, ("lenet", 64): 1.0, ("resnet18", 1): 1.2}
+CONFIGS = [("mlp", 1), ("mlp", 64), ("lenet", 1), ("lenet", 64), ("resnet18", 1), ("resnet18", 8)]
+# (model, batch, threads) -> teeny's latency must be at most this many times ONNX Runtime's (issue
+# 13: ResNet-18 b1 <= 0.7x at 1 thread and 0.8x at 2, b8 >= 1.4x its images/s, LeNet b64 <= 0.5x;
+# MLP b1's 0.7x is of ORT's in-process time, which the table does not show: see docs/benchmarks.md)
+TARGETS = {("mlp", 64, 1): 1.0, ("mlp", 64, 2): 1.0, ("lenet", 64, 1): 0.5, ("lenet", 64, 2): 0.5,
+           ("resnet18", 1, 1): 0.7, ("resnet18", 1, 2): 0.8, ("resnet18", 8, 1): 1 / 1.4,
+           ("resnet18", 8, 2): 1 / 1.4}
 
 
 def import_torch(threads=None):
@@ -263,12 +267,12 @@ def table(path):
         keys = [(model, batch, threads, rt) for rt in ("teeny", "ort", "pytorch")]
         t, o, p = (p50.get(k) for k in keys)
         bt, bo, bp = (best.get(k) for k in keys)
-        target = TARGETS.get((model, batch))
+        target = TARGETS.get((model, batch, threads))
         verdict = "-"
         if target is not None and t is not None and o is not None:
-            verdict = f"<= {target:g}x ORT: " + ("met" if t <= target * o else "MISSED")
+            verdict = f"<= {target:.2g}x ORT: " + ("met" if t <= target * o else "MISSED")
         elif target is not None:
-            verdict = f"<= {target:g}x ORT: not measured"
+            verdict = f"<= {target:.2g}x ORT: not measured"
 
         def both(a, b):
             return "-" if a is None else f"{fmt_us(a)} ({fmt_us(b)})"

@@ -140,7 +140,8 @@ constexpr KernelMemory kernel_memory() {
                             static_cast<std::size_t>(L::in_features), static_cast<std::size_t>(L::out_features));
   } else if constexpr (L::op == LayerOp::conv2d) {
     constexpr auto o = L::options;
-    return conv_memory<T>(ConvSizes{.c = In::array[1],
+    return conv_memory<T>(ConvSizes{.n = In::array[0],
+                                    .c = In::array[1],
                                     .h = In::array[2],
                                     .w = In::array[3],
                                     .o = V::dims::array[1],

@@ -42,39 +42,43 @@ double winograd_item_cycles(const Geometry& g, const cpu::winograd::Plane& plane
   return gemms + transforms + filters;
 }
 
-// One thread's estimated cycles for a Winograd convolution split as `split`: a whole image's and
-// group's items when those go round the threads, else (batch 1) a thread's share of the items.
+// Estimated cycles of a Winograd convolution split as `split`, for comparing with the GEMM
+// methods' per-task costs: one thread's share of all items, divided by the tasks (images and
+// groups) one thread runs (all of them when each task's GEMM is split over the threads).
 double winograd_cycles(const Geometry& g, const cpu::winograd::Plane& plane, WinogradSplit split, std::int64_t threads,
                        cpu::GemmTile tile, std::int64_t lanes) {
-  const std::int64_t tiles = plane.tiles();
-  const std::int64_t full = tiles / split.block;
-  const std::int64_t rest = tiles % split.block;
+  const std::int64_t tiles = g.n * plane.tiles();  // blocks run across the images of a group
+  const std::int64_t blocks = (tiles + split.block - 1) / split.block;
   const std::int64_t outs = (g.og + split.parts - 1) / split.parts;
-  double task =
-      static_cast<double>(full * split.parts) * winograd_item_cycles(g, plane, split.block, outs, tile, lanes);
-  if (rest != 0) task += static_cast<double>(split.parts) * winograd_item_cycles(g, plane, rest, outs, tile, lanes);
-  if (one_gemm_per_task(g, threads)) return task;
-  const std::int64_t items = g.n * g.groups * ((tiles + split.block - 1) / split.block) * split.parts;
-  const std::int64_t mine = (items + threads - 1) / threads;
-  return task * static_cast<double>(g.n * g.groups) * static_cast<double>(mine) / static_cast<double>(items);
+  const std::int64_t items = g.groups * blocks * split.parts;
+  const double item = winograd_item_cycles(g, plane, split.block, outs, tile, lanes);
+  const double mine = static_cast<double>((items + threads - 1) / threads) * item;  // one thread's share
+  const std::int64_t tasks = g.n * g.groups;
+  const bool per_task = one_gemm_per_task(g, threads);
+  return mine * static_cast<double>(per_task ? threads : 1) / static_cast<double>(tasks);
 }
 
-// How a Winograd convolution's work is cut: winograd_block's blocks, each one item, when whole
-// images go round the threads; at batch 1 the cheaper of a thread's share of the tiles per block
-// (each thread reads all the transformed filters) and whole blocks with the output channels split
-// between the threads (each reads its share of the filters, and transforms the input itself).
+// How a Winograd convolution's work is cut into items: blocks of tiles across a group's images
+// (winograd_block's), each item one block, when there are enough to go round the threads; else the
+// cheapest of a thread's share of the tiles per block (each thread reads all the transformed
+// filters) and whole blocks with the output channels split between the threads (each reads its
+// share of the filters, and transforms the input itself).
 WinogradSplit winograd_split(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t threads) {
-  const std::int64_t tiles = plane.tiles();
+  const std::int64_t tiles = g.n * plane.tiles();
   const WinogradSplit whole{winograd_block(g.cg, g.og, tiles), 1};
-  if (one_gemm_per_task(g, threads)) return whole;
+  const std::int64_t items = g.groups * ((tiles + whole.block - 1) / whole.block);
+  if (threads == 1 || items % threads == 0 || items >= 4 * threads) return whole;
   const WinogradSplit by_tiles{std::max<std::int64_t>(1, std::min(whole.block, (tiles + threads - 1) / threads)), 1};
   const WinogradSplit by_channels{whole.block, std::min(threads, std::max<std::int64_t>(1, g.og / 16))};
   const cpu::GemmTile tile = cpu::gemm_tile();
   const std::int64_t lanes = cpu::winograd::lanes();
-  return winograd_cycles(g, plane, by_channels, threads, tile, lanes) <
-                 winograd_cycles(g, plane, by_tiles, threads, tile, lanes)
-             ? by_channels
-             : by_tiles;
+  WinogradSplit best = whole;
+  double best_cycles = winograd_cycles(g, plane, whole, threads, tile, lanes);
+  for (const WinogradSplit& split : {by_tiles, by_channels}) {
+    const double cycles = winograd_cycles(g, plane, split, threads, tile, lanes);
+    if (cycles < best_cycles) best = split, best_cycles = cycles;
+  }
+  return best;
 }
 
 // The cheapest method for a convolution that is not a plain 1x1 one (whose GEMM reads its input as

@@ -122,8 +122,8 @@ constexpr ConvScratch conv_scratch(ConvMethod method, std::int64_t k, std::int64
   return l;
 }
 
-/// Tiles a Winograd convolution transforms and multiplies at once (one image's, at most): the
-/// image's tiles in as few blocks as keep a block's transformed input and output (36 * (cg + og)
+/// Tiles a Winograd convolution transforms and multiplies at once, of `tiles` (a group's, across
+/// the batch's images): those in as few blocks as keep a block's transformed input and output (36 * (cg + og)
 /// floats per tile) within about 2 MiB (the L2 cache of recent cores, and some of L3), split
 /// evenly and rounded up to whole vectors of 16 tiles. Measured on Zen 4 (ResNet-18's 3x3 layers,
 /// 16 to 196 tiles), blocks from 48 tiles up all run within noise of each other; smaller ones
@@ -152,6 +152,7 @@ constexpr bool winograd_fits(std::int64_t kernel_h, std::int64_t kernel_w, std::
 
 /// A convolution's sizes, for planning its memory: input [n, c, h, w], output [n, o, ho, wo].
 struct ConvSizes {
+  std::int64_t n = 1;
   std::int64_t c = 0, h = 0, w = 0;
   std::int64_t o = 0, ho = 0, wo = 0;
   std::int64_t groups = 1;
@@ -206,7 +207,7 @@ constexpr KernelMemory conv_memory(const ConvSizes& s) {
                   cpu::gemm_workspace_bytes_bound({static_cast<std::size_t>(p), uog, uk}, false, true)});
     if (winograd_fits(s.kernel_h, s.kernel_w, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, cg, s.groups)) {
       const cpu::winograd::Plane plane = cpu::winograd::plane_of(s.h, s.w, s.pad_h, s.pad_w);
-      const std::int64_t block = winograd_block(cg, og, plane.tiles());
+      const std::int64_t block = winograd_block(cg, og, s.n * plane.tiles());  // blocks span the images
       const std::int64_t stride = block + cpu::winograd::kMaxLanes;
       const std::int64_t staging = cpu::winograd::input_staging_floats(plane, block);
       const auto points = static_cast<std::size_t>(s.groups * cpu::winograd::kPoints);

@@ -1,10 +1,11 @@
 // teeny.cpu:conv_winograd — 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) (see
-// cpu/kernels/winograd.hpp): per image and group, blocks of 4x4 output tiles are transformed
-// (B^T d B, into the worker's scratch), multiplied by the transformed filters in 36 GEMMs (one per
-// point of a 6x6 transformed tile, the filters packed at load, the tiles read as rows in place)
-// and transformed back (A^T M A) with the bias, a folded residual add and ReLU applied as the
-// outputs are written. Blocks go round the threads: at batch 1 an image's tiles are split
-// between them, each thread reading only its own tiles' input rows.
+// cpu/kernels/winograd.hpp): a group's 4x4 output tiles, image after image, are cut into blocks;
+// a block is transformed (B^T d B, into the worker's scratch), multiplied by the transformed
+// filters in 36 GEMMs (one per point of a 6x6 transformed tile, the filters packed at load, the
+// tiles read as rows in place) and transformed back (A^T M A) with the bias, a folded residual add
+// and ReLU applied as the outputs are written. Blocks span images, so that a batch of small maps
+// still gives the GEMMs wide operands; they go round the threads, and where there are too few
+// (batch 1) a block's tiles or its output channels are split between the threads.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -110,28 +111,40 @@ void run_winograd(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu
   const float* residual = args.residual.data;
   const Epilogue& act = args.epilogue;
   const bool relu = act.active && act.fn == UnaryFn::relu;  // applied as the outputs are written
-  const std::int64_t tiles = plan.plane.tiles();
+  const std::int64_t per_image = plan.plane.tiles();
+  const std::int64_t tiles = g.n * per_image;  // a group's tiles, image by image
   const std::int64_t blocks = (tiles + split.block - 1) / split.block;
   const auto cg = static_cast<std::size_t>(g.cg);
   const auto stride = static_cast<std::size_t>(plan.stride);
   cpu::ThreadPool& pool = cpu.pool();
-  // Item i: image and group t = i / (blocks * parts) (image t / groups, group t % groups), then its
-  // block and share of the output channels.
-  const std::int64_t items = g.n * g.groups * blocks * split.parts;
+  // Item i: group i / (blocks * parts), then its block of tiles and share of the output channels.
+  const std::int64_t items = g.groups * blocks * split.parts;
   pool.parallel_for(static_cast<std::size_t>(items), [&](std::size_t item, std::size_t worker) {
     const auto i = static_cast<std::int64_t>(item);
-    const std::int64_t t = i / (blocks * split.parts);
-    const std::int64_t group = t % g.groups;
+    const std::int64_t group = i / (blocks * split.parts);
     const std::int64_t first = i / split.parts % blocks * split.block;
     const std::int64_t part = i % split.parts;
     const std::int64_t count = std::min(split.block, tiles - first);
     const auto [begin, end] = winograd_part(g, split, part);
-    const float* in = args.x.data + ((t / g.groups) * g.c + group * g.cg) * g.h * g.w;
-    float* out = args.y.data + ((t / g.groups) * g.o + group * g.og + begin) * g.p;
     float* scratch = cpu.scratch(worker);
     const wg::Points v{scratch, winograd_point_floats(g.cg, plan.stride), plan.stride};
     const wg::Points m{scratch + state.scratch.result, winograd_point_floats(g.og, plan.stride), plan.stride};
-    wg::transform_input(in, g.cg, plan.plane, first, count, v, scratch + wg::kPoints * v.point_stride);
+    // Calls f(image, its first tile, tiles, their first column in the block) for each image the
+    // block's tiles fall in.
+    auto for_each_image = [&](auto&& f) {
+      for (std::int64_t t = first; t < first + count;) {
+        const std::int64_t image = t / per_image;
+        const std::int64_t n = std::min(per_image - t % per_image, first + count - t);
+        f(image, t % per_image, n, t - first);
+        t += n;
+      }
+    };
+    float* staging = scratch + wg::kPoints * v.point_stride;
+    for_each_image([&](std::int64_t image, std::int64_t image_first, std::int64_t n, std::int64_t column) {
+      const float* in = args.x.data + (image * g.c + group * g.cg) * g.h * g.w;
+      wg::transform_input(in, g.cg, plan.plane, image_first, n, {v.data + column, v.point_stride, v.row_stride},
+                          staging);
+    });
     const std::int64_t weights = (group * split.parts + part) * wg::kPoints;
     for (std::int64_t xi = 0; xi < wg::kPoints; ++xi) {
       const cpu::RowTable rows{v.data + xi * v.point_stride, plan.rows.data()};
@@ -139,11 +152,15 @@ void run_winograd(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu
                  state.weights[static_cast<std::size_t>(weights + xi)], rows, m.data + xi * m.point_stride, stride,
                  cpu::Epilogue{}, pool);
     }
-    wg::OutputEpilogue e;
-    e.bias = bias != nullptr ? bias + group * g.og + begin : nullptr;
-    e.residual = residual != nullptr ? residual + (out - args.y.data) : nullptr;
-    e.relu = relu;
-    wg::transform_output(m, end - begin, plan.plane, first, count, e, out);
+    for_each_image([&](std::int64_t image, std::int64_t image_first, std::int64_t n, std::int64_t column) {
+      float* out = args.y.data + (image * g.o + group * g.og + begin) * g.p;
+      wg::OutputEpilogue e;
+      e.bias = bias != nullptr ? bias + group * g.og + begin : nullptr;
+      e.residual = residual != nullptr ? residual + (out - args.y.data) : nullptr;
+      e.relu = relu;
+      wg::transform_output({m.data + column, m.point_stride, m.row_stride}, end - begin, plan.plane, image_first, n, e,
+                           out);
+    });
   });
   if (act.active && !relu) apply_unary_inplace(args.y, act.fn, act.params, cpu);
 }
