@@ -69,11 +69,12 @@ Errors errors(const teeny::TensorBinding& actual, const teeny::Tensor& expected,
 // keys left over are the input and output), runs the fixture's input repeated `times` and checks
 // every copy of the logits against PyTorch's; returns the largest errors.
 Errors run_against_pytorch(const teeny::Graph& graph, const fixtures::Model& fx, std::size_t threads,
-                           std::int64_t times, double rtol, double atol, std::size_t expected_steps) {
+                           std::int64_t times, double rtol, double atol, std::size_t expected_steps,
+                           teeny::ConvAlgorithm conv = teeny::ConvAlgorithm::automatic) {
   CAPTURE(threads);
   CAPTURE(times);
   const teeny::Tensor x = repeated(fx.x, times);
-  auto model = teeny::load_cpu(graph, {{"batch", x.shape()[0]}}, {.threads = threads});
+  auto model = teeny::load_cpu(graph, {{"batch", x.shape()[0]}}, {.threads = threads, .conv = conv});
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
   auto report = model->load_weights(fx.file, {.strict = false});
   REQUIRE_MESSAGE(report, (report ? "" : report.error().to_string()));
@@ -128,5 +129,30 @@ TEST_CASE("ResNet-18 loads a PyTorch state_dict strictly and reproduces its logi
       MESSAGE("ResNet-18, batch " << times << ", " << threads << " thread(s): max |error| " << e.abs
                                   << ", max relative error " << e.rel);
     }
+  }
+}
+
+// Issue 13's accuracy bound, per convolution method (each forced on every layer it fits; Winograd
+// takes the 3x3 stride-1 ones): the logits' largest error within 1e-4 of the largest logit.
+TEST_CASE("ResNet-18's logits stay within 1e-4 of the largest logit with every convolution method") {
+  using teeny::ConvAlgorithm;
+  const fixtures::Model fx = fixtures::model("resnet18");
+  const teeny::Graph graph = resnet18();
+  auto want = fx.logits.view<float>();
+  REQUIRE(want);
+  double largest = 0;
+  for (const float v : want->span()) largest = std::max(largest, std::abs(static_cast<double>(v)));
+  REQUIRE(largest > 0);
+  const std::pair<ConvAlgorithm, const char*> methods[] = {
+      {ConvAlgorithm::automatic, "automatic"}, {ConvAlgorithm::implicit, "implicit"},
+      {ConvAlgorithm::im2col, "im2col"},       {ConvAlgorithm::transposed, "transposed"},
+      {ConvAlgorithm::winograd, "winograd"},
+  };
+  for (const auto& [method, name] : methods) {
+    CAPTURE(name);
+    const Errors e = run_against_pytorch(graph, fx, 1, 1, 1e-4, 1e-5, 2 + 8 * 2 + 3 + 3, method);
+    MESSAGE("ResNet-18, " << std::string(name) << ": max |error| " << e.abs << " = " << e.abs / largest
+                          << " of the largest logit (" << largest << ")");
+    CHECK(e.abs <= 1e-4 * largest);
   }
 }
