@@ -4,6 +4,7 @@
 // here in double.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -129,6 +130,63 @@ TEST_CASE("backward needs a forward first; gradients accumulate until zero_grad"
   model->zero_grad();
   for (const auto& p : model->parameter_gradients()) {
     for (std::int64_t i = 0; i < p.grad.shape.numel(); ++i) REQUIRE(floats(p.grad)[i] == 0.0f);
+  }
+}
+
+// An optimizer step changes the weights in place; every convolution method keeps a prepared copy
+// (packed, or Winograd's transformed filters) that must follow. After a step the trainable model's
+// forward must equal a fresh inference model's loaded with the new weights.
+TEST_CASE("after an optimizer step every convolution method computes with the new weights") {
+  using teeny::ConvAlgorithm;
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 3, 9, 10});
+  b.output("y", b.relu(b.conv2d(x, 8, 3, {.padding = 1}).named("conv")));  // 3x3 stride 1: Winograd fits
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  const auto input = random_values(2 * 3 * 9 * 10, 11);
+  const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", input, {2, 3, 9, 10})};
+  for (const ConvAlgorithm conv :
+       {ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::transposed, ConvAlgorithm::winograd}) {
+    CAPTURE(static_cast<int>(conv));
+    auto model = teeny::load_cpu_for_training(*graph, {}, {.conv = conv});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    const auto w = random_values(8 * 3 * 9, 12, 0.3f);
+    const auto bias = random_values(8, 13);
+    const teeny::TensorRef weights[] = {teeny::TensorRef::of<float>("conv.weight", w, {8, 3, 3, 3}),
+                                        teeny::TensorRef::of<float>("conv.bias", bias, {8})};
+    REQUIRE(model->load_weights(weights));
+    auto params = teeny::trainable_parameters<float>(*model);
+    REQUIRE(params);
+    auto sgd = teeny::Sgd<float>::create(*params, {.lr = 0.5});
+    REQUIRE(sgd);
+    REQUIRE(model->forward(in));
+    auto dy = model->output_grad("y");
+    REQUIRE(dy);
+    fill(*dy, random_values(dy->shape.numel(), 14));
+    REQUIRE(model->backward());
+    sgd->step();
+    REQUIRE(model->forward(in));
+    auto got = model->output<float>("y");
+    REQUIRE(got);
+
+    auto fresh = teeny::load_cpu(*graph, {}, {.conv = conv});
+    REQUIRE(fresh);
+    REQUIRE(fresh->load_weights(model->parameters()));
+    REQUIRE(fresh->forward(in));
+    auto want = fresh->output<float>("y");
+    REQUIRE(want);
+    double changed = 0;
+    for (const teeny::TensorRef& p : model->parameters()) {
+      if (p.name != "conv.weight") continue;
+      const auto now = p.view<float>()->span();
+      for (std::size_t i = 0; i < w.size(); ++i) changed = std::max(changed, std::abs(double(now[i]) - w[i]));
+    }
+    CHECK(changed > 1e-3);  // the step moved the weights
+    std::int64_t bad = 0;
+    for (std::int64_t i = 0; i < want->numel(); ++i) {
+      if (!(std::abs(got->data[i] - want->data[i]) <= 1e-6 * std::abs(want->data[i]) + 1e-6)) ++bad;
+    }
+    CHECK(bad == 0);
   }
 }
 
