@@ -20,7 +20,8 @@ const detail::Transforms& active() {
   return portable;
 }
 
-// G (6 x 3): the filter's interpolation at the points 0, -1, 1, 1/2, -1/2 (scaled) and infinity.
+// G (6 x 3): the filter polynomial evaluated at the points 0, 1, -1, 2, -2 (each row scaled) and
+// infinity.
 constexpr double kG[6][3] = {
     {1.0 / 4, 0, 0},
     {-1.0 / 6, -1.0 / 6, -1.0 / 6},
