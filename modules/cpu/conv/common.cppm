@@ -106,12 +106,15 @@ double gemm_cycles(std::int64_t m, std::int64_t n, std::int64_t k, cpu::GemmTile
   return rows * cols * static_cast<double>(k) * static_cast<double>(mr * nr) / 32.0;
 }
 
-// Whether the (image, group) GEMMs go round the threads one whole GEMM per task; otherwise (batch
-// 1) each GEMM is split over the threads.
-bool one_gemm_per_task(const Geometry& g, std::int64_t threads) {
-  const std::int64_t tasks = g.n * g.groups;
+// Whether `tasks` independent pieces of work keep `threads` threads busy when each runs whole:
+// they divide evenly, or are enough that the last round's idle threads matter little.
+bool enough_to_go_round(std::int64_t tasks, std::int64_t threads) {
   return threads == 1 || tasks % threads == 0 || tasks >= 4 * threads;
 }
+
+// Whether the (image, group) GEMMs go round the threads one whole GEMM per task; otherwise (batch
+// 1) each GEMM is split over the threads.
+bool one_gemm_per_task(const Geometry& g, std::int64_t threads) { return enough_to_go_round(g.n * g.groups, threads); }
 
 template <class State>
 ConvScratch scratch_layout(const Geometry& g, const State& state) {

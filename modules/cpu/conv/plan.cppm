@@ -67,7 +67,7 @@ WinogradSplit winograd_split(const Geometry& g, const cpu::winograd::Plane& plan
   const std::int64_t tiles = g.n * plane.tiles();
   const WinogradSplit whole{winograd_block(g.cg, g.og, tiles), 1};
   const std::int64_t items = g.groups * ((tiles + whole.block - 1) / whole.block);
-  if (threads == 1 || items % threads == 0 || items >= 4 * threads) return whole;
+  if (enough_to_go_round(items, threads)) return whole;
   const WinogradSplit by_tiles{std::max<std::int64_t>(1, std::min(whole.block, (tiles + threads - 1) / threads)), 1};
   const WinogradSplit by_channels{whole.block, std::min(threads, std::max<std::int64_t>(1, g.og / 16))};
   const cpu::GemmTile tile = cpu::gemm_tile();
