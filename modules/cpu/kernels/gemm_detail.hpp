@@ -178,17 +178,35 @@ void pack_block(const Operand& src, std::size_t total_k, std::size_t j0, std::si
     }
     return;
   }
+  // A few rows at a time, panel by panel: each panel's destination is then written in runs of
+  // kRows * R consecutive floats. Row by row across all panels, the stores go kc * R floats apart
+  // and, for the usual kc and R, land in the same few L1 sets.
+  constexpr std::size_t kRows = 8;
   const std::size_t full = w / R;
   const std::size_t rest = w - full * R;
-  for (std::size_t kk = 0; kk < kc; ++kk) {
-    const float* s = row_start(src, k0 + kk) + j0;
-    float* d = dst + kk * R;
-    for (std::size_t p = 0; p < full; ++p, s += R, d += kc * R) {
-      for (std::size_t jj = 0; jj < R; ++jj) d[jj] = s[jj];
+  for (std::size_t r0 = 0; r0 < kc; r0 += kRows) {
+    const std::size_t rows = min_size(kRows, kc - r0);
+    const float* s[kRows];
+    for (std::size_t kk = 0; kk < rows; ++kk) s[kk] = row_start(src, k0 + r0 + kk) + j0;
+    // The next rows' same columns are fetched while these are copied: the rows are far apart, and
+    // the hardware's prefetchers do not follow many such streams.
+    const std::size_t next = min_size(kRows, kc - min_size(kc, r0 + kRows));
+    const float* s_next[kRows];
+    for (std::size_t kk = 0; kk < next; ++kk) s_next[kk] = row_start(src, k0 + r0 + kRows + kk) + j0;
+    float* d = dst + r0 * R;
+    for (std::size_t p = 0; p < full; ++p, d += kc * R) {
+      for (std::size_t kk = 0; kk < next; ++kk) {
+        for (std::size_t line = 0; line < R; line += 16) __builtin_prefetch(s_next[kk] + p * R + line);
+      }
+      for (std::size_t kk = 0; kk < rows; ++kk) {
+        for (std::size_t jj = 0; jj < R; ++jj) d[kk * R + jj] = s[kk][p * R + jj];
+      }
     }
     if (rest != 0) {
-      for (std::size_t jj = 0; jj < rest; ++jj) d[jj] = s[jj];
-      for (std::size_t jj = rest; jj < R; ++jj) d[jj] = 0.0f;
+      for (std::size_t kk = 0; kk < rows; ++kk) {
+        for (std::size_t jj = 0; jj < rest; ++jj) d[kk * R + jj] = s[kk][full * R + jj];
+        for (std::size_t jj = rest; jj < R; ++jj) d[kk * R + jj] = 0.0f;
+      }
     }
   }
 }
