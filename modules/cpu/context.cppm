@@ -39,6 +39,11 @@ struct CpuOptions {
   std::size_t threads = 1;
   /// Convolution algorithm; automatic is best but for measurements and tests.
   ConvAlgorithm conv = ConvAlgorithm::automatic;
+  /// Multiply-adds a convolution must give each thread before its work is spread over more than
+  /// one: with less, handing work to another core, and its input there, costs more than the
+  /// thread saves (LeNet's convolutions at batch 1, ~0.3M each, ran 1.6-1.8x slower on two threads
+  /// than on one). 0 spreads every convolution over all the threads.
+  std::int64_t conv_macs_per_thread = std::int64_t{1} << 20;
 };
 
 /// What a kernel takes from the CPU context's Memory when it is prepared, planned ahead of time:

@@ -65,6 +65,7 @@ Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args
   const Window2d& win = args.window;
   ConvStateOf<T> state;
   state.depthwise = g.cg == 1 && g.groups > 1;
+  state.threads = conv_threads(g, static_cast<std::int64_t>(cpu.threads()), cpu.options().conv_macs_per_thread);
   // The weights as the kernel reads them: scaled per output channel by a folded BatchNorm.
   const T* weights = args.weight.data;
   // Packed f32 weights are made from these and the scaled copy then given back.
@@ -99,7 +100,7 @@ Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args
       if (!plan_phases(g, win, state, cpu.memory())) {
         return fail(Errc::out_of_memory, "cannot allocate the tables of ", g.k, " convolution windows");
       }
-      state.method = choose_method(g, win, state.phases, cpu.options().conv, static_cast<std::int64_t>(cpu.threads()));
+      state.method = choose_method(g, win, state.phases, cpu.options().conv, state.threads);
       if (state.method != ConvMethod::implicit) {
         state.row_offsets = {};
         state.phases = {};
@@ -122,7 +123,7 @@ Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args
 }
 
 template <CpuReal T>
-void run_kernel(const conv_op<T>&, const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu) {
+void run_on_threads(const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu) {
   if (state.depthwise) return run_depthwise(args, state, cpu);
   if constexpr (std::is_same_v<T, float>) {
 #if !TEENY_EMBEDDED
@@ -132,6 +133,17 @@ void run_kernel(const conv_op<T>&, const ConvArgs<T>& args, ConvStateOf<T>& stat
   } else {
     run_unpacked(args, state, cpu);
   }
+}
+
+template <CpuReal T>
+void run_kernel(const conv_op<T>&, const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu) {
+  if (state.threads == 1 && cpu.threads() > 1) {
+    // Too little work to share (conv_threads): all of it runs on this thread, as the pool's one
+    // task, inside which every parallel_for runs inline.
+    cpu.pool().parallel_for(1, [&](std::size_t) { run_on_threads(args, state, cpu); });
+    return;
+  }
+  run_on_threads(args, state, cpu);
 }
 
 #if TEENY_TRAINING

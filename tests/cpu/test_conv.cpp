@@ -141,9 +141,18 @@ TEST_CASE("every convolution algorithm, instruction set and thread count matches
       for (const ConvAlgorithm algorithm : {ConvAlgorithm::automatic, ConvAlgorithm::implicit, ConvAlgorithm::im2col,
                                             ConvAlgorithm::transposed, ConvAlgorithm::winograd}) {
         CAPTURE(static_cast<int>(algorithm));
-        for (const std::size_t threads : {1, 2}) {
-          CAPTURE(threads);
-          auto model = teeny::load_cpu(*graph, {}, {.threads = threads, .conv = algorithm});
+        // Two threads twice: these convolutions are too small to be spread by default
+        // (CpuOptions::conv_macs_per_thread), and spread over both threads with 0.
+        const struct {
+          std::size_t threads;
+          std::int64_t macs_per_thread;
+        } pools[] = {
+            {1, teeny::CpuOptions{}.conv_macs_per_thread}, {2, teeny::CpuOptions{}.conv_macs_per_thread}, {2, 0}};
+        for (const auto& pool : pools) {
+          CAPTURE(pool.threads);
+          CAPTURE(pool.macs_per_thread);
+          auto model = teeny::load_cpu(
+              *graph, {}, {.threads = pool.threads, .conv = algorithm, .conv_macs_per_thread = pool.macs_per_thread});
           REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
           REQUIRE(model->load_weights(params));  // strict: exactly the conv's parameters
           const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, {cc.n, cc.c, cc.h, cc.w})};

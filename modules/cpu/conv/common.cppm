@@ -112,6 +112,15 @@ bool enough_to_go_round(std::int64_t tasks, std::int64_t threads) {
   return threads == 1 || tasks % threads == 0 || tasks >= 4 * threads;
 }
 
+// The threads a convolution's work is worth: as many as give each at least `macs_per_thread`
+// multiply-adds (CpuOptions::conv_macs_per_thread), one at least.
+std::int64_t conv_threads(const Geometry& g, std::int64_t threads, std::int64_t macs_per_thread) {
+  threads = std::max<std::int64_t>(threads, 1);
+  if (macs_per_thread <= 0) return threads;
+  const std::int64_t macs = g.n * g.groups * g.og * g.p * g.k;
+  return std::clamp<std::int64_t>(macs / macs_per_thread, 1, threads);
+}
+
 // Whether the (image, group) GEMMs go round the threads one whole GEMM per task; otherwise (batch
 // 1) each GEMM is split over the threads.
 bool one_gemm_per_task(const Geometry& g, std::int64_t threads) { return enough_to_go_round(g.n * g.groups, threads); }

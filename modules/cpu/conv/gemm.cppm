@@ -279,7 +279,7 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
   };
 
   const std::int64_t tasks = g.n * g.groups;
-  const auto threads = static_cast<std::int64_t>(pool.size());
+  const std::int64_t threads = state.threads;
   if (one_gemm_per_task(g, threads)) {
     // Enough GEMMs to go round: one task each, on one thread (the nested GEMM runs inline).
     pool.parallel_for(static_cast<std::size_t>(tasks), [&](std::size_t task, std::size_t worker) {

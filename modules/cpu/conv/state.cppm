@@ -74,8 +74,9 @@ struct ConvStateOf {
   // the output channels and point, the transformed filters U[xi] ((group * parts + part) * 36 + xi).
   cpu::MemoryArray<cpu::PackedMatrix> weights;
   ConvMethod method = ConvMethod::im2col;
-  bool depthwise = false;                        // one input channel per group: the direct kernel
-  PhasePlanes phases;                            // implicit
+  std::int64_t threads = 1;  // what the work is spread over: the pool's threads, or fewer (conv_threads)
+  bool depthwise = false;    // one input channel per group: the direct kernel
+  PhasePlanes phases;        // implicit
   cpu::MemoryArray<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
   WinogradPlan winograd;                         // winograd
   ConvScratch scratch;                           // set at load, where forward finds its buffers

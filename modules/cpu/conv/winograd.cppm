@@ -69,7 +69,7 @@ Result<ConvState> plan_winograd(const Geometry& g, const Window2d& win, const fl
                                 CpuContext& cpu) {
   WinogradPlan& plan = state.winograd;
   plan.plane = wg::plane_of(g.h, g.w, win.pad_h, win.pad_w);
-  plan.split = winograd_split(g, plan.plane, static_cast<std::int64_t>(cpu.threads()));
+  plan.split = winograd_split(g, plan.plane, state.threads);
   plan.stride = plan.split.block + wg::kMaxLanes;
   plan.staging = wg::input_staging_floats(plan.plane, plan.split.block);
   plan.rows = cpu::MemoryArray<std::ptrdiff_t>(cpu.memory(), static_cast<std::size_t>(g.cg));
