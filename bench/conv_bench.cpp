@@ -1,5 +1,6 @@
-// ResNet-18's convolutions one at a time (batch 1), as GFLOP/s: where the model's time goes, per
-// layer shape, thread count and convolution algorithm; and its stem's 3x3 stride-2 max pool.
+// ResNet-18's convolutions one at a time (batch 1), and LeNet's at batch 64, as GFLOP/s: where the
+// models' time goes, per layer shape, thread count and convolution algorithm; and ResNet-18's
+// stem's 3x3 stride-2 max pool.
 //
 //   bench-conv                                        # every layer, automatic, 1 and 2 threads
 //   bench-conv --benchmark_filter='layer4.*/auto'     # one layer
@@ -28,19 +29,30 @@ namespace {
 struct ConvShape {
   const char* name;
   std::int64_t in, out, image, kernel, stride, padding;
+  std::int64_t batch = 1;
   double flops() const {
     const std::int64_t o = (image + 2 * padding - kernel) / stride + 1;
-    return 2.0 * static_cast<double>(out * o * o) * static_cast<double>(in * kernel * kernel);
+    return 2.0 * static_cast<double>(batch * out * o * o) * static_cast<double>(in * kernel * kernel);
   }
 };
 
 // ResNet-18's distinct convolutions at 224x224 (per forward: conv1 once, layer1 x4, layerN.0.conv1
 // once, layerN 3x3 x3 for N > 1, each downsample once).
 const ConvShape shapes[] = {
-    {"conv1", 3, 64, 224, 7, 2, 3},    {"layer1", 64, 64, 56, 3, 1, 1},      {"layer2.0.conv1", 64, 128, 56, 3, 2, 1},
-    {"layer2", 128, 128, 28, 3, 1, 1}, {"layer2.ds", 64, 128, 56, 1, 2, 0},  {"layer3.0.conv1", 128, 256, 28, 3, 2, 1},
-    {"layer3", 256, 256, 14, 3, 1, 1}, {"layer3.ds", 128, 256, 28, 1, 2, 0}, {"layer4.0.conv1", 256, 512, 14, 3, 2, 1},
-    {"layer4", 512, 512, 7, 3, 1, 1},  {"layer4.ds", 256, 512, 14, 1, 2, 0},
+    {"conv1", 3, 64, 224, 7, 2, 3},
+    {"layer1", 64, 64, 56, 3, 1, 1},
+    {"layer2.0.conv1", 64, 128, 56, 3, 2, 1},
+    {"layer2", 128, 128, 28, 3, 1, 1},
+    {"layer2.ds", 64, 128, 56, 1, 2, 0},
+    {"layer3.0.conv1", 128, 256, 28, 3, 2, 1},
+    {"layer3", 256, 256, 14, 3, 1, 1},
+    {"layer3.ds", 128, 256, 28, 1, 2, 0},
+    {"layer4.0.conv1", 256, 512, 14, 3, 2, 1},
+    {"layer4", 512, 512, 7, 3, 1, 1},
+    {"layer4.ds", 256, 512, 14, 1, 2, 0},
+    // LeNet's (tools/make_fixtures.py) at batch 64
+    {"lenet.conv1", 1, 8, 28, 5, 1, 2, 64},
+    {"lenet.conv2", 8, 16, 14, 5, 1, 0, 64},
 };
 
 // Evicts the caches: writes a buffer larger than the last-level cache.
@@ -52,14 +64,14 @@ void flush_caches() {
 
 void run_conv(benchmark::State& state, const ConvShape& s, std::size_t threads, teeny::ConvAlgorithm algorithm) {
   teeny::GraphBuilder b;
-  auto x = b.input("x", teeny::DType::f32, {1, s.in, s.image, s.image});
+  auto x = b.input("x", teeny::DType::f32, {s.batch, s.in, s.image, s.image});
   b.output("y", b.relu(b.conv2d(x, s.out, {s.kernel, s.kernel},
                                 {.stride = {s.stride, s.stride}, .padding = {s.padding, s.padding}, .bias = false})
                            .named("conv")));
   auto graph = std::move(b).build();
   auto model = graph ? teeny::load_cpu(*graph, {}, {.threads = threads, .conv = algorithm})
                      : teeny::Result<teeny::CpuModel>(graph.error());
-  auto input = teeny::Tensor::zeros(teeny::DType::f32, {1, s.in, s.image, s.image});
+  auto input = teeny::Tensor::zeros(teeny::DType::f32, {s.batch, s.in, s.image, s.image});
   if (!model || !input) {
     state.SkipWithError(model ? "cannot allocate the input" : model.error().to_string().c_str());
     for (auto _ : state) {

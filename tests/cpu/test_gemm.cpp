@@ -279,6 +279,36 @@ TEST_CASE("activations match PyTorch's formulas over a wide input range") {
   }
 }
 
+TEST_CASE("a ReLU fused into the microkernel keeps NaN and zeroes negatives only after the last K block") {
+  const IsaGuard guard;
+  ThreadPool pool(1);
+  // 13 x 40 x 500: two K blocks of every kernel set, a partial row tile and a partial last vector.
+  // Every product is +1 or -1: even rows sum to -500, odd ones to +500; row 3 has a NaN at k = 7;
+  // row 5 sums to -16 or less over the first K block and to +100 over all of K, which a ReLU
+  // applied to each block's partial sums would turn into 116 or more.
+  const std::size_t m = 13, n = 40, k = 500;
+  std::vector<float> a(m * k), b(k * n, 1.0f), c(m * n, 99.0f);
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::size_t kk = 0; kk < k; ++kk) a[i * k + kk] = i % 2 == 0 ? -1.0f : 1.0f;
+  }
+  a[3 * k + 7] = kNaN;
+  for (std::size_t kk = 0; kk < 200; ++kk) a[5 * k + kk] = -1.0f;
+  Epilogue e;
+  e.activation = Activation::relu;
+  for (const Isa isa : available_isas()) {
+    REQUIRE(teeny::cpu::set_isa(isa) == isa);
+    teeny::cpu::sgemm({m, n, k}, a.data(), k, false, b.data(), n, false, c.data(), n, e, pool);
+    INFO("isa=", teeny::cpu::isa_name(isa));
+    for (std::size_t j = 0; j < n; ++j) {
+      CHECK(c[0 * n + j] == 0.0f);
+      CHECK(c[1 * n + j] == 500.0f);
+      CHECK(std::isnan(c[3 * n + j]));
+      CHECK(c[5 * n + j] == 100.0f);
+      CHECK(c[12 * n + j] == 0.0f);
+    }
+  }
+}
+
 TEST_CASE("K == 0 applies only the epilogue; M or N == 0 touches nothing") {
   ThreadPool pool(2);
   const float bias[3] = {1.0f, -2.0f, 3.0f};

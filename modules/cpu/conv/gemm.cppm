@@ -263,6 +263,8 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
         const float* src = result + o * static_cast<std::int64_t>(n) + (oh - oh0) * qw;
         if (residual != nullptr) {
           add_residual(dst, src, residual + (dst - y), g.wo, args.epilogue);
+        } else if (g.wo < 32) {
+          copy_short(dst, src, g.wo);  // LeNet's 28- and 10-wide rows: a call to memcpy costs more
         } else {
           std::memcpy(dst, src, static_cast<std::size_t>(g.wo) * sizeof(float));
         }

@@ -128,7 +128,7 @@ constexpr std::size_t kPortableNr = blocking_of(Isa::portable).nr;
 
 template <std::size_t M>
 void portable_kernel(std::size_t kc, const float* a, const float* b, float* c, std::size_t ldc, std::size_t n,
-                     bool load_c, const float* bias_col, const float* bias_row) {
+                     bool load_c, const float* bias_col, const float* bias_row, bool relu) {
   float acc[M][kPortableNr] = {};
   for (std::size_t k = 0; k < kc; ++k, a += kPortableMr, b += kPortableNr) {
     for (std::size_t i = 0; i < M; ++i) {
@@ -142,6 +142,7 @@ void portable_kernel(std::size_t kc, const float* a, const float* b, float* c, s
       if (load_c) x += ci[j];
       if (bias_col != nullptr) x += bias_col[j];
       if (bias_row != nullptr) x += bias_row[i];
+      if (relu) x = 0.0f > x ? 0.0f : x;  // NaN stays NaN, as in PyTorch
       ci[j] = x;
     }
   }
@@ -157,12 +158,12 @@ struct Portable {
   static constexpr std::size_t thin_regs = 8;  // accumulators the thin (GEMV-like) kernels may use
 
   static void kernel(std::size_t kc_, const float* a, const float* b, float* c, std::size_t ldc, std::size_t m,
-                     std::size_t n, bool load_c, const float* bias_col, const float* bias_row) {
+                     std::size_t n, bool load_c, const float* bias_col, const float* bias_row, bool relu) {
     switch (m) {
-      case 1: portable_kernel<1>(kc_, a, b, c, ldc, n, load_c, bias_col, bias_row); break;
-      case 2: portable_kernel<2>(kc_, a, b, c, ldc, n, load_c, bias_col, bias_row); break;
-      case 3: portable_kernel<3>(kc_, a, b, c, ldc, n, load_c, bias_col, bias_row); break;
-      default: portable_kernel<4>(kc_, a, b, c, ldc, n, load_c, bias_col, bias_row); break;
+      case 1: portable_kernel<1>(kc_, a, b, c, ldc, n, load_c, bias_col, bias_row, relu); break;
+      case 2: portable_kernel<2>(kc_, a, b, c, ldc, n, load_c, bias_col, bias_row, relu); break;
+      case 3: portable_kernel<3>(kc_, a, b, c, ldc, n, load_c, bias_col, bias_row, relu); break;
+      default: portable_kernel<4>(kc_, a, b, c, ldc, n, load_c, bias_col, bias_row, relu); break;
     }
   }
 

@@ -60,10 +60,11 @@ constexpr int kNv = static_cast<int>(blocking_of(Isa::avx2).nr / 8);
 constexpr std::size_t kNr = std::size_t{kNv} * 8;
 static_assert(kNr == blocking_of(Isa::avx2).nr, "nr is a whole number of vectors");
 
-// C[0:M, 0:8*NV] (+)= A panel x B panel over kc, then bias; the last vector has `tail` lanes.
+// C[0:M, 0:8*NV] (+)= A panel x B panel over kc, then bias, then ReLU if asked; the last vector
+// has `tail` lanes.
 template <int M, int NV>
 void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::size_t ldc, std::size_t tail, bool load_c,
-               const float* bias_col, const float* bias_row) {
+               const float* bias_col, const float* bias_row, bool relu) {
   __m256 acc[M][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i) {
@@ -95,13 +96,14 @@ void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::si
       if (load_c) x = _mm256_add_ps(x, _mm256_maskload_ps(ci + 8 * v, mk));
       if (bias_col != nullptr) x = _mm256_add_ps(x, _mm256_maskload_ps(bias_col + 8 * v, mk));
       if (bias_row != nullptr) x = _mm256_add_ps(x, _mm256_set1_ps(bias_row[i]));
+      if (relu) x = _mm256_max_ps(_mm256_setzero_ps(), x);  // max(0, NaN) is NaN, as in PyTorch
       _mm256_maskstore_ps(ci + 8 * v, mk, x);
     }
   }
 }
 
 using KernelFn = void (*)(std::size_t, const float*, const float*, float*, std::size_t, std::size_t, bool, const float*,
-                          const float*);
+                          const float*, bool);
 
 template <std::size_t... I>
 constexpr std::array<KernelFn, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
@@ -139,9 +141,9 @@ struct Avx2 {
   static constexpr std::size_t thin_regs = 8;  // accumulators the thin (GEMV-like) kernels may use
 
   static void kernel(std::size_t kc_, const float* a, const float* b, float* c, std::size_t ldc, std::size_t m,
-                     std::size_t n, bool load_c, const float* bias_col, const float* bias_row) {
+                     std::size_t n, bool load_c, const float* bias_col, const float* bias_row, bool relu) {
     const std::size_t nv = (n + 7) / 8;
-    kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, b, c, ldc, n - (nv - 1) * 8, load_c, bias_col, bias_row);
+    kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, b, c, ldc, n - (nv - 1) * 8, load_c, bias_col, bias_row, relu);
   }
 
   static void activate(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope) {

@@ -87,10 +87,11 @@ inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b, __mma
   }
 }
 
-// C[0:M, 0:16*NV] (+)= A panel x B over kc, then bias; the last vector is masked by `tail`.
+// C[0:M, 0:16*NV] (+)= A panel x B over kc, then bias, then ReLU if asked; the last vector is
+// masked by `tail`.
 template <int M, int NV, class B>
 void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, __mmask16 tail, bool load_c,
-               const float* bias_col, const float* bias_row) {
+               const float* bias_col, const float* bias_row, bool relu) {
   // Small tiles have too few accumulators to cover the FMA latency (the M = 1 GEMV-like case);
   // they interleave S independent sets over consecutive k and add them up at the end.
   constexpr int S = M * NV >= 8 ? 1 : M * NV >= 4 ? 2 : 4;
@@ -146,6 +147,7 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
       if (load_c) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, ci + 16 * v));
       if (bias_col != nullptr) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, bias_col + 16 * v));
       if (bias_row != nullptr) x = _mm512_add_ps(x, _mm512_set1_ps(bias_row[i]));
+      if (relu) x = _mm512_max_ps(_mm512_setzero_ps(), x);  // max(0, NaN) is NaN, as in PyTorch
       _mm512_mask_storeu_ps(ci + 16 * v, mk, x);
     }
   }
@@ -153,7 +155,7 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
 
 template <class B>
 using KernelFn = void (*)(std::size_t, const float*, B, float*, std::size_t, __mmask16, bool, const float*,
-                          const float*);
+                          const float*, bool);
 
 template <class B, std::size_t... I>
 constexpr std::array<KernelFn<B>, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
@@ -198,19 +200,19 @@ struct Avx512 {
   static constexpr std::size_t thin_regs = 16;  // accumulators the thin (GEMV-like) kernels may use
 
   static void kernel(std::size_t kc_, const float* a, const float* b, float* c, std::size_t ldc, std::size_t m,
-                     std::size_t n, bool load_c, const float* bias_col, const float* bias_row) {
+                     std::size_t n, bool load_c, const float* bias_col, const float* bias_row, bool relu) {
     const std::size_t nv = (n + 15) / 16;
     const __mmask16 tail = V512::mask(n - (nv - 1) * 16);
-    kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, PanelB{b}, c, ldc, tail, load_c, bias_col, bias_row);
+    kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, PanelB{b}, c, ldc, tail, load_c, bias_col, bias_row, relu);
   }
 
   // Same with B's rows read in place (Operand::row_offsets): row k at b + rows[k], n floats.
   static void kernel_rows(std::size_t kc_, const float* a, const float* b, const std::ptrdiff_t* rows, float* c,
                           std::size_t ldc, std::size_t m, std::size_t n, bool load_c, const float* bias_col,
-                          const float* bias_row) {
+                          const float* bias_row, bool relu) {
     const std::size_t nv = (n + 15) / 16;
     const __mmask16 tail = V512::mask(n - (nv - 1) * 16);
-    kRowKernels[(m - 1) * kNv + (nv - 1)](kc_, a, RowsB{b, rows}, c, ldc, tail, load_c, bias_col, bias_row);
+    kRowKernels[(m - 1) * kNv + (nv - 1)](kc_, a, RowsB{b, rows}, c, ldc, tail, load_c, bias_col, bias_row, relu);
   }
 
   static void activate(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope) {

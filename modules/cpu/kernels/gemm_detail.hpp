@@ -431,7 +431,10 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
     ws_b = ws + round_up(round_up(min_size(T::mc, m_end - m_begin), mr) * min_size(kc_max, g.k), 16);
   }
   const Epilogue& e = g.epi;
-  const bool has_act = e.activation != Activation::none;
+  // ReLU is applied by the microkernel as it stores the last K block; other activations in a pass
+  // over the tile after it.
+  const bool relu = e.activation == Activation::relu;
+  const bool other_act = e.activation != Activation::none && !relu;
 
   for (std::size_t m0 = m_begin; m0 < m_end; m0 += T::mc) {
     const std::size_t mc = min_size(T::mc, m_end - m0);
@@ -464,13 +467,13 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
           if constexpr (has_row_kernel) {
             if (b_rows) {
               T::kernel_rows(kc, ap + i * kc, g.b.data + n0 + j, g.b.row_offsets + k0, c, g.ldc, m, n, load_c, bias_col,
-                             bias_row);
+                             bias_row, last && relu);
               done = true;
             }
           }
-          if (!done) T::kernel(kc, ap + i * kc, bp + j * kc, c, g.ldc, m, n, load_c, bias_col, bias_row);
-          // The tile is still in L1: activating it here is nearly free.
-          if (last && has_act) T::activate(c, g.ldc, m, n, e.activation, e.slope);
+          if (!done) T::kernel(kc, ap + i * kc, bp + j * kc, c, g.ldc, m, n, load_c, bias_col, bias_row, last && relu);
+          // The tile is still in L1: activating it here costs little.
+          if (last && other_act) T::activate(c, g.ldc, m, n, e.activation, e.slope);
         };
         if (b_direct) {
           // A pre-packed B (a layer's weights) streams from memory: each of its panels is used by
