@@ -106,10 +106,8 @@ void fill_phases(const float* x, const Geometry& g, const Window2d& win, const P
           float* __restrict dst = q + r * ph.qw;
           const float* __restrict row = in + (r * ph.sh + a - win.pad_h) * g.w + b - win.pad_w;
           zero(dst, t_lo);
-          if (ph.sw == 1 && t_hi - t_lo >= 32) {
-            std::memcpy(dst + t_lo, row + t_lo, static_cast<std::size_t>(t_hi - t_lo) * sizeof(float));
-          } else if (ph.sw == 1) {
-            copy_short(dst + t_lo, row + t_lo, t_hi - t_lo);
+          if (ph.sw == 1) {
+            copy_row(dst + t_lo, row + t_lo, t_hi - t_lo);
           } else {
             for (std::int64_t t = t_lo; t < t_hi; ++t) dst[t] = row[t * ph.sw];
           }
@@ -263,10 +261,8 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
         const float* src = result + o * static_cast<std::int64_t>(n) + (oh - oh0) * qw;
         if (residual != nullptr) {
           add_residual(dst, src, residual + (dst - y), g.wo, args.epilogue);
-        } else if (g.wo < 32) {
-          copy_short(dst, src, g.wo);  // LeNet's 28- and 10-wide rows: a call to memcpy costs more
         } else {
-          std::memcpy(dst, src, static_cast<std::size_t>(g.wo) * sizeof(float));
+          copy_row(dst, src, g.wo);
         }
       }
     }

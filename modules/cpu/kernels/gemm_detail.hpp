@@ -190,7 +190,7 @@ void pack_block(const Operand& src, std::size_t total_k, std::size_t j0, std::si
     for (std::size_t kk = 0; kk < rows; ++kk) s[kk] = row_start(src, k0 + r0 + kk) + j0;
     // The next rows' same columns are fetched while these are copied: the rows are far apart, and
     // the hardware's prefetchers do not follow many such streams.
-    const std::size_t next = min_size(kRows, kc - min_size(kc, r0 + kRows));
+    const std::size_t next = r0 + kRows < kc ? min_size(kRows, kc - r0 - kRows) : 0;
     const float* s_next[kRows];
     for (std::size_t kk = 0; kk < next; ++kk) s_next[kk] = row_start(src, k0 + r0 + kRows + kk) + j0;
     float* d = dst + r0 * R;
