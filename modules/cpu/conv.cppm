@@ -12,6 +12,8 @@
 //  - backward.cppm: the backward, in training builds;
 //  - common.cppm: what they share.
 // A folded BatchNorm is applied to the weights and bias here, at load, before any method sees them.
+// A folded max pool is applied as each image's output is made where the GEMM methods allow
+// (run_packed), and otherwise here, after the whole convolution, by the max pool's own kernel.
 module;
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +29,7 @@ import teeny.model;
 import teeny.ops;
 import :context;
 import :elementwise;
+import :pool;
 export import :conv_state;
 import :conv_common;
 import :conv_plan;
@@ -59,10 +62,74 @@ namespace teeny {
 
 using namespace conv;  // the methods (not exported)
 
+namespace {
+
+// The output size along one dim of a max pool over `size` inputs: floor mode, or ceil mode (whose
+// last window must start inside the input or its left padding), as PyTorch counts them.
+std::int64_t pooled_size(std::int64_t size, std::int64_t kernel, std::int64_t stride, std::int64_t pad,
+                         std::int64_t dilation, bool ceil) {
+  const std::int64_t span = size + 2 * pad - dilation * (kernel - 1) - 1;
+  std::int64_t out = (span + (ceil ? stride - 1 : 0)) / stride + 1;
+  if (ceil && (out - 1) * stride >= size + pad) --out;
+  return out;
+}
+
+// A folded max pool: its windows fit the convolution's output and y is what they make.
 template <CpuReal T>
-Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args, CpuContext& cpu) {
+Result<void> check_pool(const ConvArgs<T>& args, const Geometry& g) {
+  const Window2d& p = args.pool;
+  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1 ||
+      p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w) {
+    return fail(Errc::invalid_argument, "folded max pool: kernel ", p.kernel_h, "x", p.kernel_w, ", stride ",
+                p.stride_h, "x", p.stride_w, ", padding ", p.pad_h, "x", p.pad_w,
+                ": sizes must be positive and the padding at most half the kernel");
+  }
+  const std::int64_t hp = args.y.shape[2];
+  const std::int64_t wp = args.y.shape[3];
+  auto fits = [](std::int64_t out, std::int64_t size, std::int64_t k, std::int64_t s, std::int64_t pad,
+                 std::int64_t d) {
+    return out == pooled_size(size, k, s, pad, d, false) || out == pooled_size(size, k, s, pad, d, true);
+  };
+  if (g.ho < 1 || g.wo < 1 || !fits(hp, g.ho, p.kernel_h, p.stride_h, p.pad_h, p.dilation_h) ||
+      !fits(wp, g.wo, p.kernel_w, p.stride_w, p.pad_w, p.dilation_w)) {
+    return fail(Errc::shape_mismatch, "the pooled output ", args.y.shape, " is not what a ", p.kernel_h, "x",
+                p.kernel_w, " max pool at stride ", p.stride_h, "x", p.stride_w, " makes of the convolution's ", g.ho,
+                "x", g.wo, " output");
+  }
+  return ok();
+}
+
+// Whether run_packed pools each image's output from the GEMM's result in its scratch: 2x2 windows
+// at stride 2, unpadded, inside the output, on a GEMM method that runs one task's whole GEMM on
+// one thread and applies the activation itself (it must come before the pool).
+template <CpuReal T>
+bool pools_in_scratch(const ConvArgs<T>& args, const Geometry& g, const ConvStateOf<T>& state) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    const Window2d& p = args.pool;
+    const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+                            p.pad_w == 0 && p.dilation_h == 1 && p.dilation_w == 1 && 2 * args.y.shape[2] <= g.ho &&
+                            2 * args.y.shape[3] <= g.wo;
+    const bool gemm_method =
+        !state.depthwise && (state.method == ConvMethod::input || state.method == ConvMethod::implicit ||
+                             state.method == ConvMethod::im2col);
+    cpu::Activation activation{};
+    return two_by_two && gemm_method && args.residual.data == nullptr && one_gemm_per_task(g, state.threads) &&
+           gemm_activation(args.epilogue, activation);
+  }
+}
+
+}  // namespace
+
+// Everything but a folded max pool's buffer: the method, its packed weights, tables and scratch.
+template <CpuReal T>
+Result<ConvStateOf<T>> prepare_unpooled(const ConvArgs<T>& args, CpuContext& cpu) {
   const Geometry g = geometry(args);
   const Window2d& win = args.window;
+  if (args.pooled) {
+    if (auto checked = check_pool(args, g); !checked) return std::move(checked).error();
+  }
   ConvStateOf<T> state;
   state.depthwise = g.cg == 1 && g.groups > 1;
   state.threads = conv_threads(g, static_cast<std::int64_t>(cpu.threads()), cpu.options().conv_macs_per_thread);
@@ -109,6 +176,7 @@ Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args
 #if !TEENY_EMBEDDED  // embedded builds leave Winograd out (winograd_fits)
     if (state.method == ConvMethod::winograd) return plan_winograd(g, win, weights, std::move(state), cpu);
 #endif
+    state.pool_in_scratch = args.pooled && pools_in_scratch(args, g, state);
     return plan_packed(g, weights, std::move(state), cpu);
   } else {
     // The GEMMs read the (scaled) weights as they are, and the input or its im2col matrix.
@@ -120,6 +188,25 @@ Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args
     }
     return state;
   }
+}
+
+template <CpuReal T>
+Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args, CpuContext& cpu) {
+  auto state = prepare_unpooled(args, cpu);
+  if (!state || !args.pooled) return state;
+  const Geometry g = geometry(args);
+  if (state->pool_in_scratch) return state;
+  // Otherwise the convolution runs whole into `unpooled`, which the max pool's kernel reads.
+  const auto numel = static_cast<std::size_t>(g.n * g.o * g.ho * g.wo);
+  state->unpooled = cpu::MemoryArray<T>(cpu.memory(), numel);
+  if (!state->unpooled.ok() && numel != 0) {
+    return fail(Errc::out_of_memory, "cannot allocate the ", g.n, "x", g.o, "x", g.ho, "x", g.wo,
+                " output to max-pool");
+  }
+  if (!cpu.reserve_scratch(max_pool2d_memory<T>(static_cast<std::size_t>(g.wo)).scratch)) {
+    return fail(Errc::out_of_memory, "cannot allocate the folded max pool's row buffers");
+  }
+  return state;
 }
 
 template <CpuReal T>
@@ -135,15 +222,32 @@ void run_on_threads(const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& 
   }
 }
 
+// With a folded max pool that run_packed does not apply itself: the convolution into `unpooled`,
+// then the max pool's kernel from there into y.
+template <CpuReal T>
+void run_and_pool(const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu) {
+  if (!args.pooled || state.pool_in_scratch) return run_on_threads(args, state, cpu);
+  const Geometry g = geometry(args);
+  ConvArgs<T> whole = args;
+  whole.pooled = false;
+  whole.y = TensorView<T>(state.unpooled.data(), ConcreteShape{g.n, g.o, g.ho, g.wo});
+  run_on_threads(whole, state, cpu);
+  const Pool2dArgs<T> pool{TensorView<const T>(state.unpooled.data(), ConcreteShape{g.n * g.o, g.ho, g.wo}),
+                           TensorView<T>(args.y.data, ConcreteShape{g.n * g.o, args.y.shape[2], args.y.shape[3]}),
+                           args.pool};
+  NoState none;
+  run_kernel(max_pool2d_op<T>{}, pool, none, cpu);
+}
+
 template <CpuReal T>
 void run_kernel(const conv_op<T>&, const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu) {
   if (state.threads == 1 && cpu.threads() > 1) {
     // Too little work to share (conv_threads): all of it runs on this thread, as the pool's one
     // task, inside which every parallel_for runs inline.
-    cpu.pool().parallel_for(1, [&](std::size_t) { run_on_threads(args, state, cpu); });
+    cpu.pool().parallel_for(1, [&](std::size_t) { run_and_pool(args, state, cpu); });
     return;
   }
-  run_on_threads(args, state, cpu);
+  run_and_pool(args, state, cpu);
 }
 
 #if TEENY_TRAINING

@@ -14,6 +14,11 @@
 // A residual connection added right after it (ResNet's `out += identity`) may be folded in too
 // (fold_residual_add sets `residual`): the op then reads a second input of the output's shape,
 // y = act(conv(x) + residual), the activation applied after the sum.
+//
+// A max pool right after it (LeNet's `conv -> relu -> max_pool`) may be folded in too
+// (fold_max_pool sets `pool`): the op's output is then the pooled one, y = max_pool(act(conv(x))),
+// and the unpooled values need not be kept: the kernel pools each image's output while it is still
+// in cache.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -50,9 +55,13 @@ struct ConvArgs {
   TensorView<const T> norm_var;
   double norm_eps = 0.0;
   TensorView<const T> residual;  // as y, added before the epilogue's activation; or empty
+  // A folded max pool: y is [N, O, Hp, Wp], the max over `pool`'s windows of the activated
+  // convolution [N, O, Ho, Wo] (which Ho, Wo then follow from x and `window`).
+  bool pooled = false;
+  Window2d pool{};
   auto fields() const {
     return std::tie(x, weight, bias, y, window, groups, epilogue, norm_weight, norm_bias, norm_mean, norm_var, norm_eps,
-                    residual);
+                    residual, pooled, pool);
   }
 };
 
@@ -84,6 +93,8 @@ struct conv_op {
   std::optional<BatchNorm> norm{};
   /// Whether a residual (input 1, of the output's shape) is added before the activation.
   bool residual = false;
+  /// The max pool folded into this convolution, if any: `out` is then its (pooled) output.
+  std::optional<MaxPool2d> pool{};
 
   static conv_op from(const Conv1d& c, OpOutput out) {
     return {Conv2d{c.in_channels,
@@ -155,6 +166,11 @@ struct conv_op {
     auto norm_mean = optional_param_view<const T>(b, first_stat, norm.has_value());
     auto norm_var = optional_param_view<const T>(b, first_stat + 1, norm.has_value());
     if (auto e = first_error(norm_weight, norm_bias, norm_mean, norm_var)) return *e;
+    if (residual && pool) {
+      return fail(Errc::unsupported,
+                  "a convolution with both a folded residual add and a folded max pool (the "
+                  "lowering folds a max pool only into a convolution without a residual)");
+    }
     TensorView<const T> added{};
     if (residual) {
       auto r = input_view<const T>(b, 1);
@@ -173,9 +189,16 @@ struct conv_op {
     if (auto e = first_error(x4, w4, y4)) return *e;
     const Window2d window{attrs.kernel.h,  attrs.kernel.w,  attrs.stride.h,   attrs.stride.w,
                           attrs.padding.h, attrs.padding.w, attrs.dilation.h, attrs.dilation.w};
-    return Args{*x4,      *w4,          *bias,      *y4,        window,    attrs.groups,
-                epilogue, *norm_weight, *norm_bias, *norm_mean, *norm_var, norm ? norm->eps : 0.0,
-                added};
+    Args args{*x4,      *w4,          *bias,      *y4,        window,    attrs.groups,
+              epilogue, *norm_weight, *norm_bias, *norm_mean, *norm_var, norm ? norm->eps : 0.0,
+              added};
+    if (pool) {
+      const Size2 s = pool->effective_stride();
+      args.pooled = true;
+      args.pool = Window2d{pool->kernel.h,   pool->kernel.w,  s.h, s.w, pool->padding.h, pool->padding.w,
+                           pool->dilation.h, pool->dilation.w};
+    }
+    return args;
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
@@ -184,8 +207,11 @@ struct conv_op {
   using BackwardArgs = ConvBackwardArgs<T>;
   Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
     // The training lowering folds nothing into a convolution: a fold has no backward here.
-    if (norm || residual) {
-      return fail(Errc::unsupported, "a convolution with a folded ", norm ? "BatchNorm" : "residual add",
+    if (norm || residual || pool) {
+      return fail(Errc::unsupported, "a convolution with a folded ",
+                  norm       ? "BatchNorm"
+                  : residual ? "residual add"
+                             : "max pool",
                   " has no backward (lower the graph for training, which does not fold)");
     }
     auto forward = pack_args(forward_bindings(b));

@@ -1,15 +1,17 @@
 // teeny.runtime:standard_lowering — Graph -> Dag<standard_ops<T>> (or an extension of it), for
 // inference or training.
 //
-// standard_node_lowering<T> maps each graph op to its executable op, keeping every attribute. Three
+// standard_node_lowering<T> maps each graph op to its executable op, keeping every attribute. Four
 // middlewares fuse on top of it, each delegating what it does not fuse to its base:
 // fold_batch_norm<Base> folds an eval-mode BatchNorm into the convolution before it (the weights
 // are scaled at load), fold_residual_add<Base> folds a residual add into the convolution that
-// computes one of its operands, and fuse_activations<Base> folds an activation into the Linear,
-// Conv, BatchNorm or elementwise binary op before it (one pass with bias + activation).
-// standard_lowering<T> is the four together, as a whole-graph Lowering. Lowered for training, the
-// folds stand aside (BatchNorm runs on batch statistics, a residual add keeps its own backward),
-// dropouts become dropout_op, and only activations whose derivative follows from their output fuse.
+// computes one of its operands, fold_max_pool<Base> folds a 2-D max pool into the convolution
+// before it (its kernel pools each image's output while it is in cache), and
+// fuse_activations<Base> folds an activation into the Linear, Conv, BatchNorm or elementwise
+// binary op before it (one pass with bias + activation). standard_lowering<T> is the five
+// together, as a whole-graph Lowering. Lowered for training, the folds stand aside (BatchNorm runs
+// on batch statistics, a residual add and a max pool keep their own backward), dropouts become
+// dropout_op, and only activations whose derivative follows from their output fuse.
 //
 // A user with ops of their own extends it instead of rewriting it: standard_lowering<T, Ops,
 // Middlewares...> emits into the extended op set Ops, with the user's middlewares on top.
@@ -233,7 +235,10 @@ struct fuse_activations {
         std::visit(
             [&](auto& op) {
               if constexpr (requires { op.epilogue; }) {
-                if (!op.epilogue.active) {
+                // Not after a folded max pool: the epilogue comes before the pool.
+                bool pooled = false;
+                if constexpr (requires { op.pool; }) pooled = op.pool.has_value();
+                if (!op.epilogue.active && !pooled) {
                   op.epilogue = Epilogue{true, act->first, act->second};
                   fused = true;
                 }
@@ -341,6 +346,48 @@ struct fold_residual_add {
   }
 };
 
+/// Middleware: a 2-D max pool whose input is a Conv2d read nowhere else (after any BatchNorm and
+/// activation folded into it), with no residual add folded in, is folded into that convolution:
+/// the conv_op's output becomes the pool's, y = max_pool(act(conv(x))), and its kernel pools each
+/// image's output as it makes it (LeNet's `conv -> relu -> max_pool`). Everything else goes to
+/// `Base`.
+template <class Base>
+struct fold_max_pool {
+  using op_set = typename Base::op_set;
+  Base base;
+  const Base* base_lowering() const { return &base; }
+
+  Result<bool> lower_node(LoweringContext<op_set>& ctx, NodeId g) const {
+    const auto& node = ctx.graph().dag()[g];
+    const auto* pool = std::get_if<MaxPool2d>(&node.op.op);
+    // Training keeps the pool: the folded convolution has no backward.
+    if (ctx.mode() == LoweringMode::training || pool == nullptr || node.inputs.size() != 1) {
+      return base.lower_node(ctx, g);
+    }
+    const NodeId conv_node = ctx.input(g, 0);
+    const Shape& pooled = node.op.type.shape;
+    bool folded = false;
+    if (ctx.foldable(conv_node)) {
+      std::visit(
+          [&](auto& op) {
+            if constexpr (requires { op.pool, op.residual, op.spatial_dims; }) {
+              // Batched 2-D only: [N, C, H, W] in and out.
+              const bool batched = op.spatial_dims == 2 && op.out.shape.rank() == 4 && pooled.rank() == 4;
+              if (!op.pool && !op.residual && batched) {
+                op.pool = *pool;
+                op.out = OpOutput{pooled, node.op.type.dtype};
+                folded = true;
+              }
+            }
+          },
+          ctx.dag()[conv_node].op);
+    }
+    if (!folded) return base.lower_node(ctx, g);
+    ctx.alias(g, conv_node);
+    return true;
+  }
+};
+
 /// A node lowering (a middleware chain) as a whole-graph Lowering.
 template <NodeLowering Nodes>
 struct graph_lowering {
@@ -357,9 +404,10 @@ struct graph_lowering {
   }
 };
 
-/// The standard node lowering with its three middlewares: what standard_lowering runs.
+/// The standard node lowering with its four middlewares: what standard_lowering runs.
 template <FloatElement T, OpSetType Ops = standard_ops<T>>
-using standard_node_chain = fuse_activations<fold_residual_add<fold_batch_norm<standard_node_lowering<T, Ops>>>>;
+using standard_node_chain =
+    fuse_activations<fold_max_pool<fold_residual_add<fold_batch_norm<standard_node_lowering<T, Ops>>>>>;
 
 namespace lowering_detail {
 template <class Base, template <class> class... Middlewares>

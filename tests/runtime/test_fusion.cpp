@@ -289,6 +289,174 @@ TEST_CASE("a residual add with another activation, or none, after a folded convo
   }
 }
 
+namespace {
+struct PoolWindow {
+  std::int64_t kernel, stride, pad;
+  bool ceil;
+  // Output size along a dim of `size`, as PyTorch counts it (a ceil-mode window must start
+  // inside the input or its left padding).
+  std::int64_t out(std::int64_t size) const {
+    const std::int64_t span = size + 2 * pad - kernel;
+    std::int64_t o = (span + (ceil ? stride - 1 : 0)) / stride + 1;
+    if (ceil && (o - 1) * stride >= size + pad) --o;
+    return o;
+  }
+};
+
+// Max pool in double of [planes, h, w], NaN winning; the padding and what a ceil-mode window
+// hangs past the input are skipped.
+std::vector<double> max_pool_reference(const std::vector<double>& x, std::int64_t planes, std::int64_t h,
+                                       std::int64_t w, const PoolWindow& p) {
+  const std::int64_t ho = p.out(h), wo = p.out(w);
+  std::vector<double> y;
+  for (std::int64_t q = 0; q < planes; ++q) {
+    for (std::int64_t oh = 0; oh < ho; ++oh) {
+      for (std::int64_t ow = 0; ow < wo; ++ow) {
+        double m = -INFINITY;
+        for (std::int64_t i = 0; i < p.kernel; ++i) {
+          for (std::int64_t j = 0; j < p.kernel; ++j) {
+            const std::int64_t ih = oh * p.stride - p.pad + i, iw = ow * p.stride - p.pad + j;
+            if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+            const double v = x[static_cast<std::size_t>((q * h + ih) * w + iw)];
+            if (!std::isnan(m) && (v > m || std::isnan(v))) m = v;
+          }
+        }
+        y.push_back(m);
+      }
+    }
+  }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("a max pool after a convolution is folded into it, after its activation") {
+  // Each image's output pooled from the GEMM's result (2x2 windows at stride 2, one GEMM per
+  // image), or the whole convolution pooled after it by the max pool's kernel: every method, both
+  // thread counts, windows that leave rows and columns over, ceil mode and padding.
+  enum class Act { relu, softplus, none };
+  struct Case {
+    const char* what;
+    ConvGeometry g;
+    PoolWindow pool;
+    teeny::ConvAlgorithm algorithm;
+    Act act;
+    bool batch_norm;
+  };
+  using A = teeny::ConvAlgorithm;
+  const Case cases[] = {
+      {"LeNet's conv1: 5x5 padded, implicit (rows cut), 2x2",
+       {2, 1, 28, 28, 6, 5, 5, 1, 2, 1},
+       {2, 2, 0, false},
+       A::automatic,
+       Act::relu,
+       false},
+      {"unpadded, implicit in place, odd output (a row and column left over)",
+       {3, 3, 11, 13, 5, 3, 3, 1, 0, 1},
+       {2, 2, 0, false},
+       A::implicit,
+       Act::relu,
+       true},
+      {"im2col, 2x2", {2, 4, 10, 10, 7, 3, 3, 1, 1, 1}, {2, 2, 0, false}, A::im2col, Act::none, false},
+      {"1x1, the input as it is, 2x2",
+       {2, 6, 8, 6, 4, 1, 1, 1, 0, 1},
+       {2, 2, 0, false},
+       A::automatic,
+       Act::relu,
+       false},
+      {"2x2 in ceil mode on an odd output",
+       {2, 3, 9, 9, 4, 3, 3, 1, 1, 1},
+       {2, 2, 0, true},
+       A::implicit,
+       Act::relu,
+       false},
+      {"ResNet's stem pool: 3x3, stride 2, padded",
+       {2, 3, 16, 16, 8, 7, 7, 2, 3, 1},
+       {3, 2, 1, false},
+       A::automatic,
+       Act::relu,
+       true},
+      {"transposed, 2x2", {2, 16, 8, 8, 16, 3, 3, 1, 1, 1}, {2, 2, 0, false}, A::transposed, Act::relu, false},
+      {"Winograd, 2x2", {2, 4, 9, 9, 4, 3, 3, 1, 1, 1}, {2, 2, 0, false}, A::winograd, Act::relu, true},
+      {"depthwise, 2x2", {2, 5, 8, 8, 5, 3, 3, 1, 1, 5}, {2, 2, 0, false}, A::automatic, Act::relu, false},
+      {"an activation the GEMM does not apply (softplus)",
+       {2, 3, 8, 8, 4, 3, 3, 1, 1, 1},
+       {2, 2, 0, false},
+       A::implicit,
+       Act::softplus,
+       false},
+      {"batch 1 (the GEMM split over threads)",
+       {1, 4, 12, 12, 8, 3, 3, 1, 1, 1},
+       {2, 2, 0, false},
+       A::implicit,
+       Act::relu,
+       false},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.what;
+    CAPTURE(what);
+    const ConvGeometry& g = c.g;
+    GraphBuilder b;
+    auto x = b.input("x", teeny::DType::f32, {g.n, g.c, g.h, g.w});
+    auto y = b.conv2d(x, g.o, {g.kh, g.kw},
+                      {.stride = {g.stride, g.stride}, .padding = {g.pad, g.pad}, .groups = g.groups, .bias = true})
+                 .named("conv");
+    if (c.batch_norm) y = b.batch_norm2d(y).named("bn");
+    if (c.act == Act::relu) y = b.relu(y);
+    if (c.act == Act::softplus) y = b.softplus(y);
+    const teeny::Size2 kernel{c.pool.kernel, c.pool.kernel};
+    b.output("y", b.max_pool2d(y, kernel,
+                               {.stride = teeny::Size2{c.pool.stride, c.pool.stride},
+                                .padding = {c.pool.pad, c.pool.pad},
+                                .ceil_mode = c.pool.ceil})
+                      .named("pool"));
+    auto graph = std::move(b).build();
+    REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+    for (std::size_t threads : {1, 2}) {
+      CAPTURE(threads);
+      auto model = teeny::load_cpu(*graph, {}, {.threads = threads, .conv = c.algorithm, .conv_macs_per_thread = 0});
+      REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+      CHECK(model->stats().steps == 1);  // conv (+ batch norm) + activation + pool
+      const auto p = load_random_weights(*model, 17);
+      const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 12);
+      const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
+      REQUIRE(model->forward(refs));
+      auto conv = conv_reference(g, input.values, p.at("conv.weight"), p.at("conv.bias"));
+      if (c.batch_norm) conv = batch_norm_reference(conv, g.n, g.o, p, "bn", true, 1e-5);
+      if (c.act == Act::relu) conv = relu(conv);
+      if (c.act == Act::softplus) {
+        for (double& v : conv) v = v > 20 ? v : std::log1p(std::exp(v));
+      }
+      const auto expected = max_pool_reference(conv, g.n * g.o, g.ho(), g.wo(), c.pool);
+      const teeny::ConcreteShape shape{g.n, g.o, c.pool.out(g.ho()), c.pool.out(g.wo())};
+      CHECK(model->output("y")->shape == shape);
+      fixtures::check_near(*model->output("y"), expected, 1e-5, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("an activation after a folded max pool stays a step of its own") {
+  // conv -> pool -> GELU: the convolution's epilogue would apply it before the pool, and GELU
+  // does not commute with max.
+  const ConvGeometry g{2, 2, 8, 8, 3, 3, 3, 1, 1, 1};
+  GraphBuilder b;
+  auto x = b.input("x", teeny::DType::f32, {g.n, g.c, g.h, g.w});
+  auto pooled = b.max_pool2d(b.conv2d(x, g.o, 3, {.padding = {1, 1}}).named("conv"), {2, 2});
+  b.output("y", b.gelu(pooled));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  auto model = teeny::load_cpu(*graph, {});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  CHECK(model->stats().steps == 2);  // conv + pool, then GELU
+  const auto p = load_random_weights(*model, 23);
+  const RandomInput input = random_input({g.n, g.c, g.h, g.w}, 2);
+  const teeny::TensorRef refs[] = {teeny::TensorRef::of("x", input.tensor)};
+  REQUIRE(model->forward(refs));
+  auto y = max_pool_reference(conv_reference(g, input.values, p.at("conv.weight"), p.at("conv.bias")), g.n * g.o,
+                              g.ho(), g.wo(), {2, 2, 0, false});
+  for (double& v : y) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+  fixtures::check_near(*model->output("y"), y, 1e-5, 1e-5);
+}
+
 TEST_CASE("an activation after an elementwise binary op runs in the same pass") {
   // Same shapes (a residual add: the flat loop) and a broadcast (the row loop), each large enough
   // to be split over both threads.
@@ -359,6 +527,17 @@ TEST_CASE("nothing is fused where another reader would see the fused value") {
       fixtures::check_near(*model.output("conv"), conv, 1e-5, 1e-5);
       fixtures::check_near(*model.output("y"), relu(batch_norm_reference(conv, g.n, g.o, p, "bn", true, 1e-5)), 1e-5,
                            1e-5);
+    });
+  }
+  SUBCASE("a max pool whose convolution is also a graph output") {
+    const auto graph = build([](GraphBuilder& b, teeny::Value conv) {
+      b.output("conv", conv);
+      b.output("y", b.max_pool2d(conv, {2, 2}));
+    });
+    run(graph, 2, [&](auto& model, const auto&, const std::vector<double>& conv) {
+      fixtures::check_near(*model.output("conv"), conv, 1e-5, 1e-5);
+      fixtures::check_near(*model.output("y"), max_pool_reference(conv, g.n * g.o, g.ho(), g.wo(), {2, 2, 0, false}),
+                           1e-5, 1e-5);
     });
   }
   SUBCASE("a BatchNorm with batch statistics (track_running_stats = false)") {

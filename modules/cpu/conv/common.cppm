@@ -40,6 +40,11 @@ Geometry geometry(const ConvArgs<T>& a) {
   g.o = a.y.shape[1];
   g.ho = a.y.shape[2];
   g.wo = a.y.shape[3];
+  if (a.pooled) {  // y is pooled: the convolution's own output size follows from its window
+    const Window2d& w = a.window;
+    g.ho = (g.h + 2 * w.pad_h - w.dilation_h * (w.kernel_h - 1) - 1) / w.stride_h + 1;
+    g.wo = (g.w + 2 * w.pad_w - w.dilation_w * (w.kernel_w - 1) - 1) / w.stride_w + 1;
+  }
   g.groups = a.groups;
   g.cg = g.c / g.groups;
   g.og = g.o / g.groups;
@@ -138,8 +143,15 @@ bool one_gemm_per_task(const Geometry& g, std::int64_t threads) { return enough_
 
 template <class State>
 ConvScratch scratch_layout(const Geometry& g, const State& state) {
-  return conv_scratch(state.method, g.k, g.p, g.og, g.ho, g.wo, state.phases.floats, state.phases.qw, g.cg,
-                      state.winograd.stride, state.winograd.staging);
+  ConvScratch l = conv_scratch(state.method, g.k, g.p, g.og, g.ho, g.wo, state.phases.floats, state.phases.qw, g.cg,
+                               state.winograd.stride, state.winograd.staging);
+  if (state.pool_in_scratch && l.result == 0) {
+    // The GEMM writes an image's output here to be pooled (at 16 floats at least: offset 0 means
+    // no result area).
+    l.result = std::max<std::int64_t>(16, (l.columns + 15) / 16 * 16);
+    l.total = l.result + g.og * g.p;
+  }
+  return l;
 }
 
 // out[i] = act(src[i] + residual[i]) for i in [0, n): a folded residual add and the activation after

@@ -28,6 +28,7 @@ import teeny.model;
 import teeny.ops;
 import :context;
 import :elementwise;
+import :pool;
 import :conv_state;
 import :conv_common;
 
@@ -214,8 +215,18 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
     fill_phases(input(t), g, win, state.phases, cols, 0, g.cg, q_begin, q_end);
     zero(cols + state.phases.floats - qw, qw);
   };
-  // Runs task t's GEMM unless implicit (implicit_band): into the output, or transposed into
-  // `result` for finish() to place.
+  // A folded max pool applied here (pool_in_scratch: 2x2 windows at stride 2): task t's output
+  // channels, each ho rows `pitch` apart in `result`, pooled into y.
+  const std::int64_t pooled_plane = args.pooled ? args.y.shape[2] * args.y.shape[3] : 0;
+  auto pool_task = [&](std::int64_t t, const float* result, std::int64_t pitch) {
+    float* out = y + ((t / g.groups) * g.o + (t % g.groups) * g.og) * pooled_plane;
+    for (std::int64_t o = 0; o < g.og; ++o) {
+      pool_detail::max_pool_2x2_rows(result + o * g.ho * pitch, pitch, out + o * pooled_plane, args.y.shape[2],
+                                     args.y.shape[3]);
+    }
+  };
+  // Runs task t's GEMM unless implicit (implicit_band): into the output (into `result`, to be
+  // pooled, with a folded max pool), or transposed into `result` for finish() to place.
   auto gemm = [&](std::int64_t t, const float* cols, float* result) {
     const std::int64_t group = t % g.groups;
     cpu::Epilogue e = epilogue;
@@ -224,9 +235,10 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
     const auto og = static_cast<std::size_t>(g.og);
     const auto k = static_cast<std::size_t>(g.k);
     const auto p = static_cast<std::size_t>(g.p);
+    float* out = state.pool_in_scratch ? result : output(t);
     switch (mode) {
-      case ConvMethod::input: cpu::sgemm({og, p, k}, w, input(t), p, false, output(t), p, e, pool); break;
-      case ConvMethod::im2col: cpu::sgemm({og, p, k}, w, cols, p, false, output(t), p, e, pool); break;
+      case ConvMethod::input: cpu::sgemm({og, p, k}, w, input(t), p, false, out, p, e, pool); break;
+      case ConvMethod::im2col: cpu::sgemm({og, p, k}, w, cols, p, false, out, p, e, pool); break;
       case ConvMethod::implicit: break;  // implicit_band runs these
       case ConvMethod::winograd: break;  // not a GEMM method (cpu/conv/winograd.cppm)
       case ConvMethod::transposed: cpu::sgemm({p, og, k}, cols, p, true, w, result, og, e, pool); break;
@@ -255,6 +267,7 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
       return;
     }
     cpu::sgemm(shape, w, rows, result, n, e, pool);
+    if (state.pool_in_scratch) return pool_task(t, result, qw);  // all rows: one task, one band
     for (std::int64_t o = 0; o < g.og; ++o) {
       for (std::int64_t oh = oh0; oh < oh1; ++oh) {
         float* dst = out + o * g.p + oh * g.wo;
@@ -290,7 +303,9 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
       }
       if (mode != ConvMethod::input) im2col(input(t), g, win, cols, 0, g.k);
       gemm(t, cols, result);
-      if (result != nullptr) {
+      if (state.pool_in_scratch) {
+        pool_task(t, result, g.wo);
+      } else if (result != nullptr) {
         finish(t, result, 0, g.og);
       } else {
         finish_in_place(t, 0, g.og);

@@ -84,6 +84,11 @@ struct ConvStateOf {
   // unpacked (depthwise, or f64) the scaled weights.
   cpu::MemoryArray<T> folded_bias;
   cpu::MemoryArray<T> folded_weight;
+  // A folded max pool (ConvArgs::pooled): each image's output pooled from the GEMM's result in
+  // scratch (pool_in_scratch: 2x2 windows at stride 2, one GEMM per task), or else the whole
+  // convolution run into `unpooled` and pooled from there by the max pool's kernel.
+  bool pool_in_scratch = false;
+  cpu::MemoryArray<T> unpooled;
 };
 using ConvState = ConvStateOf<float>;
 
