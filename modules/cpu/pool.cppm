@@ -66,44 +66,6 @@ void run_backward_kernel(const adaptive_avg_pool2d_op<T>& op, const PoolGradArgs
 
 }  // namespace teeny
 
-// Not exported: the convolution's folded max pool (cpu/conv/gemm.cppm) calls it too.
-namespace teeny::pool_detail {
-
-/// y[r][c] = the max (NaN wins) of x's 2x2 block at rows 2r, 2r + 1 and columns 2c, 2c + 1, for
-/// r < ho, c < wo: a 2x2 max pool at stride 2 of a plane whose rows are `pitch` apart (a
-/// convolution's output before it is cut to width, say), into ho rows of wo.
-template <CpuReal T>
-void max_pool_2x2_rows(const T* x, std::int64_t pitch, T* y, std::int64_t ho, std::int64_t wo) {
-  for (std::int64_t r = 0; r < ho; ++r) {
-    const T* __restrict top = x + 2 * r * pitch;
-    const T* __restrict bottom = top + pitch;
-    T* __restrict out = y + r * wo;
-    std::int64_t c = 0;
-#if defined(__SSE2__)
-    if constexpr (std::is_same_v<T, float>) {  // four outputs from eight columns of both rows
-      const auto nan_max = [](__m128 a, __m128 b) {
-        const __m128 m = _mm_max_ps(a, b);  // b where either is NaN
-        const __m128 a_nan = _mm_cmpunord_ps(a, a);
-        return _mm_or_ps(_mm_and_ps(a_nan, a), _mm_andnot_ps(a_nan, m));
-      };
-      for (; c + 4 <= wo; c += 4) {
-        const __m128 lo = nan_max(_mm_loadu_ps(top + 2 * c), _mm_loadu_ps(bottom + 2 * c));
-        const __m128 hi = nan_max(_mm_loadu_ps(top + 2 * c + 4), _mm_loadu_ps(bottom + 2 * c + 4));
-        const __m128 even = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m128 odd = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-        _mm_storeu_ps(out + c, nan_max(even, odd));
-      }
-    }
-#endif
-    for (; c < wo; ++c) {
-      const T left = math::max_pool_update(top[2 * c], bottom[2 * c]);
-      out[c] = math::max_pool_update(left, math::max_pool_update(top[2 * c + 1], bottom[2 * c + 1]));
-    }
-  }
-}
-
-}  // namespace teeny::pool_detail
-
 namespace teeny {
 namespace {
 
@@ -529,6 +491,3 @@ TEENY_CPU_INSTANCES(double)
 #undef TEENY_CPU_BACKWARD_INSTANCES
 
 }  // namespace teeny
-
-template void teeny::pool_detail::max_pool_2x2_rows(const float*, std::int64_t, float*, std::int64_t, std::int64_t);
-template void teeny::pool_detail::max_pool_2x2_rows(const double*, std::int64_t, double*, std::int64_t, std::int64_t);

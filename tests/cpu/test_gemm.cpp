@@ -309,6 +309,44 @@ TEST_CASE("a ReLU fused into the microkernel keeps NaN and zeroes negatives only
   }
 }
 
+TEST_CASE("the 2x2 max pool a folded convolution uses: every ISA, widths around each vector, NaN wins") {
+  const IsaGuard guard;
+  // Rows `pitch` apart with columns past 2 * wo (a convolution's wide rows), and values whose
+  // maximum sits in each of a window's four places in turn; NaNs in some windows.
+  for (const std::size_t wo : {1, 3, 5, 7, 8, 9, 14, 15, 16, 17, 31, 33}) {
+    const std::size_t ho = 3, pitch = 2 * wo + 3;
+    std::vector<float> x(2 * ho * pitch);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 23) - 11.0f;
+    x[0] = kNaN;                              // top left of the first window
+    if (wo > 2) x[pitch + 5] = kNaN;          // bottom right of window 2
+    if (wo > 6) x[2 * pitch + 2 * 6] = kNaN;  // row 1's window 6, top left
+    for (const Isa isa : available_isas()) {
+      REQUIRE(teeny::cpu::set_isa(isa) == isa);
+      INFO("isa=", teeny::cpu::isa_name(isa), " wo=", wo);
+      std::vector<float> y(ho * wo + 1, 99.0f);  // one more: must stay untouched
+      teeny::cpu::max_pool_2x2(x.data(), pitch, y.data(), ho, wo);
+      for (std::size_t r = 0; r < ho; ++r) {
+        for (std::size_t c = 0; c < wo; ++c) {
+          const float* top = x.data() + 2 * r * pitch + 2 * c;
+          const float window[4] = {top[0], top[1], top[pitch], top[pitch + 1]};
+          bool nan = false;
+          float expected = -INFINITY;
+          for (const float v : window) {
+            nan = nan || std::isnan(v);
+            expected = std::max(expected, v);
+          }
+          if (nan) {
+            CHECK(std::isnan(y[r * wo + c]));
+          } else {
+            CHECK(y[r * wo + c] == expected);
+          }
+        }
+      }
+      CHECK(y[ho * wo] == 99.0f);
+    }
+  }
+}
+
 TEST_CASE("K == 0 applies only the epilogue; M or N == 0 touches nothing") {
   ThreadPool pool(2);
   const float bias[3] = {1.0f, -2.0f, 3.0f};

@@ -28,7 +28,6 @@ import teeny.model;
 import teeny.ops;
 import :context;
 import :elementwise;
-import :pool;
 import :conv_state;
 import :conv_common;
 
@@ -221,8 +220,8 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
   auto pool_task = [&](std::int64_t t, const float* result, std::int64_t pitch) {
     float* out = y + ((t / g.groups) * g.o + (t % g.groups) * g.og) * pooled_plane;
     for (std::int64_t o = 0; o < g.og; ++o) {
-      pool_detail::max_pool_2x2_rows(result + o * g.ho * pitch, pitch, out + o * pooled_plane, args.y.shape[2],
-                                     args.y.shape[3]);
+      cpu::max_pool_2x2(result + o * g.ho * pitch, static_cast<std::size_t>(pitch), out + o * pooled_plane,
+                        static_cast<std::size_t>(args.y.shape[2]), static_cast<std::size_t>(args.y.shape[3]));
     }
   };
   // Runs task t's GEMM unless implicit (implicit_band): into the output (into `result`, to be

@@ -171,6 +171,11 @@ struct Portable {
     activate_tile<VScalar>(c, ldc, m, n, act, slope);
   }
 
+  static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
+    for (std::size_t r = 0; r < ho; ++r)
+      max_pool_2x2_columns(x + 2 * r * pitch, x + (2 * r + 1) * pitch, y + r * wo, 0, wo);
+  }
+
   template <std::size_t R>
   static void pack_transposed(const float* s, std::size_t ld, std::size_t w, std::size_t kc_, float* dst) {
     for (std::size_t jj = 0; jj < w; ++jj) {
@@ -487,6 +492,10 @@ bool sgemm(const GemmShape& shape, const PackedMatrix& a, const RowTable& b, flo
              c,       ldc,     epilogue};
   run_gemm(g, pool);
   return true;
+}
+
+void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
+  kernels_for(active_isa()).max_pool_2x2(x, pitch, y, ho, wo);
 }
 
 GemmTile gemm_tile() {

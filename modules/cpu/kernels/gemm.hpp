@@ -170,6 +170,12 @@ struct GemmTile {
 };
 GemmTile gemm_tile();
 
+// y[r][c] = the max of x's 2x2 block at rows 2r, 2r + 1 and columns 2c, 2c + 1 (NaN wins, as in
+// PyTorch), for r < ho, c < wo, x's rows `pitch` floats apart: a 2x2 max pool at stride 2 in the
+// active instruction set's vectors, for a convolution's folded max pool, which reads the GEMM's
+// result in place.
+void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo);
+
 // ---- Double precision ----------------------------------------------------------------------
 
 // C[M x N] = op(A) * op(B) in double, with sgemm's operand conventions and epilogue (any size,

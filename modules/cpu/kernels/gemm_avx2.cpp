@@ -150,6 +150,32 @@ struct Avx2 {
     activate_tile<V256>(c, ldc, m, n, act, slope);
   }
 
+  // 8 outputs at a time: the two rows' maxima over 16 columns, then their even and odd columns'
+  // (shuffled within 128-bit lanes, then the 64-bit pieces put in order); the rest one by one.
+  static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
+    // pool_max lane by lane: max(v, acc) is acc where either is NaN, so a NaN v is put back.
+    const auto pool_max = [](__m256 acc, __m256 v) {
+      return _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    };
+    const auto in_order = [](__m256 v) {
+      return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
+    };
+    for (std::size_t r = 0; r < ho; ++r) {
+      const float* top = x + 2 * r * pitch;
+      const float* bottom = top + pitch;
+      float* out = y + r * wo;
+      std::size_t c = 0;
+      for (; c + 8 <= wo; c += 8) {
+        const __m256 lo = pool_max(_mm256_loadu_ps(top + 2 * c), _mm256_loadu_ps(bottom + 2 * c));
+        const __m256 hi = pool_max(_mm256_loadu_ps(top + 2 * c + 8), _mm256_loadu_ps(bottom + 2 * c + 8));
+        const __m256 even = in_order(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+        const __m256 odd = in_order(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+        _mm256_storeu_ps(out + c, pool_max(even, odd));
+      }
+      max_pool_2x2_columns(top, bottom, out, c, wo);
+    }
+  }
+
   // dst[kk * R + jj] = s[jj * ld + kk] for jj < w (zero above), kk < kc, via 8x8 transposes.
   template <std::size_t R>
   static void pack_transposed(const float* s, std::size_t ld, std::size_t w, std::size_t kc_, float* dst) {

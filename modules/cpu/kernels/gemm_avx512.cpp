@@ -219,6 +219,32 @@ struct Avx512 {
     activate_tile<V512>(c, ldc, m, n, act, slope);
   }
 
+  // 16 outputs at a time: the two rows' maxima over 32 columns, then their even and odd columns'.
+  static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    // pool_max lane by lane: max(v, acc) is acc where either is NaN, so a NaN v is put back.
+    const auto pool_max = [](__m512 acc, __m512 v) {
+      return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+    };
+    for (std::size_t r = 0; r < ho; ++r) {
+      const float* top = x + 2 * r * pitch;
+      const float* bottom = top + pitch;
+      float* out = y + r * wo;
+      for (std::size_t c = 0; c < wo; c += 16) {
+        const std::size_t n = min_size(16, wo - c);
+        const __mmask16 lo_mask = V512::mask(min_size(16, 2 * n));
+        const __mmask16 hi_mask = V512::mask(2 * n > 16 ? 2 * n - 16 : 0);
+        const __m512 lo =
+            pool_max(_mm512_maskz_loadu_ps(lo_mask, top + 2 * c), _mm512_maskz_loadu_ps(lo_mask, bottom + 2 * c));
+        const __m512 hi = pool_max(_mm512_maskz_loadu_ps(hi_mask, top + 2 * c + 16),
+                                   _mm512_maskz_loadu_ps(hi_mask, bottom + 2 * c + 16));
+        const __m512 pooled = pool_max(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+        _mm512_mask_storeu_ps(out + c, V512::mask(n), pooled);
+      }
+    }
+  }
+
   // dst[kk * R + jj] = s[jj * ld + kk] for jj < w (zero above), kk < kc, via 16x16 transposes.
   template <std::size_t R>
   static void pack_transposed(const float* s, std::size_t ld, std::size_t w, std::size_t kc_, float* dst) {

@@ -57,6 +57,8 @@ using TileFn = void (*)(const GemmArgs& g, std::size_t m_begin, std::size_t m_en
 using PackFn = void (*)(const Operand& src, std::size_t k, std::size_t w, float* dst);
 // Applies an activation to an m x n tile of C (row stride ldc) in place.
 using ActivateFn = void (*)(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope);
+// A 2x2, stride-2 max pool into ho rows of wo from rows `pitch` apart (cpu::max_pool_2x2).
+using MaxPoolFn = void (*)(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo);
 
 struct KernelTable {
   Isa isa;
@@ -70,7 +72,18 @@ struct KernelTable {
   PackFn pack_b;
   ActivateFn activate;
   bool rows_in_place;  // the microkernel reads a row-table B in place (T::kernel_rows)
+  MaxPoolFn max_pool_2x2;
 };
+
+// PyTorch's max pool update: the larger, and NaN wins (a NaN `acc` stays).
+inline float pool_max(float acc, float v) { return (v > acc || v != v) ? v : acc; }
+
+// Output columns [c0, wo) of one row of a 2x2 max pool: top and bottom are its two input rows.
+inline void max_pool_2x2_columns(const float* top, const float* bottom, float* out, std::size_t c0, std::size_t wo) {
+  for (std::size_t c = c0; c < wo; ++c) {
+    out[c] = pool_max(pool_max(top[2 * c], bottom[2 * c]), pool_max(top[2 * c + 1], bottom[2 * c + 1]));
+  }
+}
 
 // Defined by gemm.cpp, gemm_avx2.cpp and gemm_avx512.cpp; the build defines TEENY_CPU_GEMM_AVX2 /
 // TEENY_CPU_GEMM_AVX512 for gemm.cpp when it compiles the latter two.
@@ -500,11 +513,20 @@ void gemm_tile_entry(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, 
 
 template <class T>
 constexpr KernelTable make_kernel_table(Isa isa) {
-  return KernelTable{isa, T::mr, T::nr, T::kc, T::mc, T::nc, &gemm_tile_entry<T>, &pack_full<T, T::mr>,
-                     &pack_full<T, T::nr>, &T::activate, requires {&T::kernel_rows;
+  constexpr bool rows_in_place = requires { &T::kernel_rows; };
+  return KernelTable{isa,
+                     T::mr,
+                     T::nr,
+                     T::kc,
+                     T::mc,
+                     T::nc,
+                     &gemm_tile_entry<T>,
+                     &pack_full<T, T::mr>,
+                     &pack_full<T, T::nr>,
+                     &T::activate,
+                     rows_in_place,
+                     &T::max_pool_2x2};
 }
-};  // namespace
-}  // namespace teeny::cpu::detail
 
 // ---- Activations ------------------------------------------------------------------------------
 // Written once over a vector type V (V::reg plus static arithmetic), instantiated by every ISA.
