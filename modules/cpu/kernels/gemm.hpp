@@ -209,9 +209,18 @@ struct GemmBlocking {
 inline constexpr GemmBlocking kGemmBlocking[] = {
     {4, 8, 256, 512, 512},     // Isa::portable
     {6, 16, 384, 1536, 480},   // Isa::avx2
-    {12, 32, 384, 1536, 480},  // Isa::avx512
+    {12, 32, 384, 2304, 480},  // Isa::avx512
 };
 constexpr const GemmBlocking& blocking_of(Isa isa) { return kGemmBlocking[static_cast<std::size_t>(isa)]; }
+// A block of A starts on a panel: a pre-packed A is read in place from row m0 of each block.
+static_assert(
+    [] {
+      for (const GemmBlocking& b : kGemmBlocking) {
+        if (b.mc % b.mr != 0 || b.nc % b.nr != 0) return false;
+      }
+      return true;
+    }(),
+    "mc and nc must be whole numbers of register tiles (mr, nr)");
 
 // Floats of one tile's workspace on the blocked path: an A block and a B block, each unless that
 // operand is read packed in place. (gemm_detail.hpp's tile_workspace_floats; the thin path's below.)

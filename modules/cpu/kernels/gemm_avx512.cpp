@@ -194,7 +194,7 @@ struct Avx512 {
   static constexpr std::size_t nr = kNr;
   static constexpr std::size_t kc = blocking_of(Isa::avx512).kc;  // A panel 12 x 384 floats = 18 KiB stays in L1
   static constexpr std::size_t mc =
-      blocking_of(Isa::avx512).mc;  // A block (2.3 MiB) lives in L3, packed once per K block
+      blocking_of(Isa::avx512).mc;  // A block (3.4 MiB) lives in L3, packed once per K block
   static constexpr std::size_t nc = blocking_of(Isa::avx512).nc;  // B block 384 x 480 floats = 720 KiB stays in L2
   using vec = V512;
   static constexpr std::size_t thin_regs = 16;  // accumulators the thin (GEMV-like) kernels may use
