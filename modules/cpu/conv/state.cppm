@@ -172,7 +172,8 @@ struct ConvSizes {
 /// kernels, packed and given back by the others) and bias; in f32 the window tables, one packed
 /// weight per group, and the largest scratch and GEMM workspace of the GEMM methods; and where
 /// Winograd fits, its transformed filters (unpacked while they are packed, then given back),
-/// their packed copies, its row table, scratch and workspace.
+/// their packed copies, its row table, scratch and workspace. For a convolution without a folded
+/// max pool: typed models, which plan with this, fold none.
 template <CpuReal T>
 constexpr KernelMemory conv_memory(const ConvSizes& s) {
   const std::int64_t cg = s.c / s.groups;
