@@ -317,9 +317,9 @@ TEST_CASE("the 2x2 max pool a folded convolution uses: every ISA, widths around 
     const std::size_t ho = 3, pitch = 2 * wo + 3;
     std::vector<float> x(2 * ho * pitch);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 23) - 11.0f;
-    x[0] = kNaN;                              // top left of the first window
-    if (wo > 2) x[pitch + 5] = kNaN;          // bottom right of window 2
-    if (wo > 6) x[2 * pitch + 2 * 6] = kNaN;  // row 1's window 6, top left
+    x[0] = kNaN;                           // top left of the first window
+    if (wo > 2) x[pitch + 5] = kNaN;       // bottom right of window 2
+    if (wo > 6) x[2 * pitch + 12] = kNaN;  // row 1's window 6, top left
     for (const Isa isa : available_isas()) {
       REQUIRE(teeny::cpu::set_isa(isa) == isa);
       INFO("isa=", teeny::cpu::isa_name(isa), " wo=", wo);
@@ -439,7 +439,7 @@ TEST_CASE("what packing and the GEMM workspace take stays within the planned bou
     void release(void* piece) override { teeny::cpu::heap_memory().release(piece); }
   };
   const IsaGuard guard;
-  const std::vector<float> x(200 * 400, 1.0f);
+  const std::vector<float> x(std::size_t{200} * 400, 1.0f);
   for (const Isa isa : available_isas()) {
     REQUIRE(teeny::cpu::set_isa(isa) == isa);
     CAPTURE(teeny::cpu::isa_name(isa));

@@ -109,7 +109,9 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
+    for (std::ptrdiff_t v = 0; v < NV; ++v) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
+    }
   }
   std::size_t k = 0;
   if constexpr (S > 1) {
@@ -123,7 +125,7 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
   for (; k + 4 <= kc; k += 4) {
 #pragma GCC unroll 4
     for (std::ptrdiff_t u = 0; u < 4; ++u) fma_step<M, NV, B>(acc[0], a + u * kMr, b.row(k + u), tail);
-    a += 4 * kMr;
+    a += std::ptrdiff_t{4} * kMr;
   }
   for (; k < kc; ++k) {
     fma_step<M, NV, B>(acc[0], a, b.row(k), tail);

@@ -68,14 +68,14 @@ struct Lanes {
 
   // The six patch columns of row `p` (4L + 2 floats): x[j][l] = p[4l + j].
   static void patch_row(const float* p, V (&x)[6]) {
-    const V a0 = load(p), a1 = load(p + L), a2 = load(p + 2 * L), a3 = load(p + 3 * L);
+    const V a0 = load(p), a1 = load(p + L), a2 = load(p + std::ptrdiff_t{2} * L), a3 = load(p + std::ptrdiff_t{3} * L);
     x[0] = column<0>(a0, a1, a2, a3);
     x[1] = column<1>(a0, a1, a2, a3);
     x[2] = column<2>(a0, a1, a2, a3);
     x[3] = column<3>(a0, a1, a2, a3);
     constexpr auto lanes = std::make_index_sequence<L>{};
-    x[4] = next(x[0], splat(p[4 * L]), lanes);
-    x[5] = next(x[1], splat(p[4 * L + 1]), lanes);
+    x[4] = next(x[0], splat(p[std::ptrdiff_t{4} * L]), lanes);
+    x[5] = next(x[1], splat(p[std::ptrdiff_t{4} * L + 1]), lanes);
   }
 
   // The interleaving of y0..y3 (element 4l + b is y_b[l]) as 4 vectors.
@@ -93,8 +93,8 @@ struct Lanes {
     const V p23_lo = zip2<0>(y[2], y[3], lanes), p23_hi = zip2<L / 2>(y[2], y[3], lanes);
     store(out, zip4<0>(p01_lo, p23_lo, lanes));
     store(out + L, zip4<L / 2>(p01_lo, p23_lo, lanes));
-    store(out + 2 * L, zip4<0>(p01_hi, p23_hi, lanes));
-    store(out + 3 * L, zip4<L / 2>(p01_hi, p23_hi, lanes));
+    store(out + std::ptrdiff_t{2} * L, zip4<0>(p01_hi, p23_hi, lanes));
+    store(out + std::ptrdiff_t{3} * L, zip4<L / 2>(p01_hi, p23_hi, lanes));
   }
 
   // B^T applied to the six values of a patch row or column.
@@ -198,7 +198,7 @@ struct Lanes {
         if (relu_now) value = value > 0.0f ? value : 0.0f;
       }
       float* out = dst + a * pitch;
-      if (residual == nullptr && width == 4 * L) {
+      if (residual == nullptr && width == std::int64_t{4} * L) {
         interleave(row, out);
         continue;
       }
