@@ -219,11 +219,6 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
   const std::int64_t pooled_plane = args.pooled ? args.y.shape[2] * args.y.shape[3] : 0;
   auto pool_task = [&](std::int64_t t, const float* result, std::int64_t pitch) {
     float* out = y + ((t / g.groups) * g.o + (t % g.groups) * g.og) * pooled_plane;
-    if (g.ho == 2 * args.y.shape[2]) {  // no row left over: the channels' rows are one run of row pairs
-      cpu::max_pool_2x2(result, static_cast<std::size_t>(pitch), out, static_cast<std::size_t>(g.og * args.y.shape[2]),
-                        static_cast<std::size_t>(args.y.shape[3]));
-      return;
-    }
     for (std::int64_t o = 0; o < g.og; ++o) {
       cpu::max_pool_2x2(result + o * g.ho * pitch, static_cast<std::size_t>(pitch), out + o * pooled_plane,
                         static_cast<std::size_t>(args.y.shape[2]), static_cast<std::size_t>(args.y.shape[3]));

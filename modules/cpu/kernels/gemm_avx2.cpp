@@ -153,7 +153,7 @@ struct Avx2 {
   // 8 outputs at a time: the two rows' maxima over 16 columns, then their even and odd columns'
   // (shuffled within 128-bit lanes, then the 64-bit pieces put in order); the rest one by one.
   static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
-    // pool_max lane by lane: max(v, acc) is acc where either is NaN, so a NaN v is put back.
+    // math::max_pool_update lane by lane: max(v, acc) is acc where either is NaN, so a NaN v is put back.
     const auto pool_max = [](__m256 acc, __m256 v) {
       return _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     };

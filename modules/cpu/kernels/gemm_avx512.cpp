@@ -225,7 +225,7 @@ struct Avx512 {
   static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    // pool_max lane by lane: max(v, acc) is acc where either is NaN, so a NaN v is put back.
+    // math::max_pool_update lane by lane: max(v, acc) is acc where either is NaN, so a NaN v is put back.
     const auto pool_max = [](__m512 acc, __m512 v) {
       return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
     };

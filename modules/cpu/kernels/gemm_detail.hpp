@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "gemm.hpp"
+#include "math/pool.hpp"  // max_pool_update
 
 namespace teeny::cpu::detail {
 
@@ -75,13 +76,13 @@ struct KernelTable {
   MaxPoolFn max_pool_2x2;
 };
 
-// PyTorch's max pool update: the larger, and NaN wins (a NaN `acc` stays).
-inline float pool_max(float acc, float v) { return (v > acc || v != v) ? v : acc; }
-
 // Output columns [c0, wo) of one row of a 2x2 max pool: top and bottom are its two input rows.
+// Each max is math::max_pool_update, PyTorch's (NaN wins), the rule the pool kernels share.
 inline void max_pool_2x2_columns(const float* top, const float* bottom, float* out, std::size_t c0, std::size_t wo) {
+  using math::max_pool_update;
   for (std::size_t c = c0; c < wo; ++c) {
-    out[c] = pool_max(pool_max(top[2 * c], bottom[2 * c]), pool_max(top[2 * c + 1], bottom[2 * c + 1]));
+    out[c] =
+        max_pool_update(max_pool_update(top[2 * c], bottom[2 * c]), max_pool_update(top[2 * c + 1], bottom[2 * c + 1]));
   }
 }
 
