@@ -60,6 +60,37 @@ TEST_CASE("work is actually spread over the workers") {
   CHECK(seen == std::vector<int>{1, 1, 1, 1});
 }
 
+TEST_CASE("each worker starts on its own contiguous range of tasks") {
+  ThreadPool pool(4);
+  // Ranges of 10 tasks over 4 threads: 3, 3, 2, 2 tasks, starting at 0, 3, 6 and 8.
+  CHECK(pool.first_task(10, 0) == 0);
+  CHECK(pool.first_task(10, 1) == 3);
+  CHECK(pool.first_task(10, 2) == 6);
+  CHECK(pool.first_task(10, 3) == 8);
+  CHECK(pool.first_task(10, 4) == 10);
+  // Fewer tasks than threads go to the caller and the first workers.
+  CHECK(pool.first_task(2, 1) == 1);
+  CHECK(pool.first_task(2, 2) == 2);
+  for (int call = 0; call < 20; ++call) {
+    std::vector<std::size_t> worker_of(10, 99);
+    std::vector<int> started(4, 0);
+    std::atomic<int> arrived{0};
+    // Each thread's first task waits until all four threads hold one, so no thread can take
+    // another's range before that thread has claimed from it.
+    pool.parallel_for(10, [&](std::size_t task, std::size_t worker) {
+      worker_of[task] = worker;
+      if (started[worker]++ != 0) return;
+      arrived.fetch_add(1);
+      while (arrived.load() < 4) std::this_thread::yield();
+    });
+    INFO("call ", call);
+    CHECK(worker_of[0] == 0);
+    CHECK(worker_of[3] == 1);
+    CHECK(worker_of[6] == 2);
+    CHECK(worker_of[8] == 3);
+  }
+}
+
 TEST_CASE("a parallel_for nested inside a task runs inline") {
   ThreadPool pool(3);
   std::vector<std::atomic<int>> grid(std::size_t{8} * 16);

@@ -80,7 +80,8 @@ ThreadPool::ThreadPool(std::size_t n_threads, Memory& memory) : memory_(&memory)
   if (n_threads > 1) {
     // Without per-thread workspaces, or threads, there can be no workers: run inline.
     worker_slots_ = MemoryArray<Slot>(memory, n_threads - 1);
-    if (worker_slots_.ok()) threads_.reset(new (std::nothrow) std::thread[n_threads - 1]);
+    ranges_ = MemoryArray<Range>(memory, n_threads);
+    if (worker_slots_.ok() && ranges_.ok()) threads_.reset(new (std::nothrow) std::thread[n_threads - 1]);
     if (!threads_) n_threads = 1;
   }
   n_threads_ = n_threads;
@@ -147,8 +148,11 @@ void ThreadPool::run_chunk(std::size_t base, std::size_t n_tasks, TaskFn fn, con
   job_.n = static_cast<std::uint32_t>(n_tasks);
   completion_.done.store(0, std::memory_order_relaxed);
   const std::uint32_t gen = ++generation_;
-  // Release: a worker whose CAS on the ticket succeeds sees the job fields and done_ == 0.
-  job_.ticket.store((std::uint64_t{gen} << 32) | n_tasks, std::memory_order_release);
+  // Release: a worker whose CAS on a ticket succeeds sees the job fields and done == 0.
+  for (std::size_t r = 0; r < n_threads_; ++r) {
+    const std::size_t count = first_task(n_tasks, r + 1) - first_task(n_tasks, r);
+    ranges_[r].ticket.store((std::uint64_t{gen} << 32) | count, std::memory_order_release);
+  }
   job_.epoch.fetch_add(1, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) != 0) job_.epoch.notify_all();
 
@@ -166,22 +170,35 @@ void ThreadPool::run_chunk(std::size_t base, std::size_t n_tasks, TaskFn fn, con
 }
 
 void ThreadPool::claim_and_run(std::uint32_t generation, std::size_t worker) {
-  std::uint64_t t = job_.ticket.load(std::memory_order_acquire);
+  std::uint32_t ran = 0;
+  for (std::size_t i = 0; i < n_threads_; ++i) {
+    const std::size_t r = worker + i < n_threads_ ? worker + i : worker + i - n_threads_;
+    ran += run_range(generation, r, worker);
+  }
+  if (ran == 0) return;
+  // The tasks this thread ran are not counted yet, so the job is still this one.
+  const std::uint32_t n = job_.n;
+  // Last access to the job: once `done` reaches n the caller may publish the next one.
+  if (completion_.done.fetch_add(ran, std::memory_order_seq_cst) + ran == n &&
+      completion_.caller_sleeping.load(std::memory_order_seq_cst) != 0) {
+    completion_.done.notify_all();
+  }
+}
+
+std::uint32_t ThreadPool::run_range(std::uint32_t generation, std::size_t r, std::size_t worker) {
+  std::atomic<std::uint64_t>& ticket = ranges_[r].ticket;
+  std::uint32_t ran = 0;
+  std::uint64_t t = ticket.load(std::memory_order_acquire);
   for (;;) {
-    if (static_cast<std::uint32_t>(t >> 32) != generation || (t & 0xffffffffu) == 0) return;
-    if (!job_.ticket.compare_exchange_weak(t, t - 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
-      continue;
-    }
+    const auto left = static_cast<std::uint32_t>(t & 0xffffffffu);
+    if (static_cast<std::uint32_t>(t >> 32) != generation || left == 0) return ran;
+    if (!ticket.compare_exchange_weak(t, t - 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // The claim succeeded, so this job is not finished and its fields are stable.
-    const std::uint32_t n = job_.n;
-    const std::size_t task = job_.base + (n - static_cast<std::uint32_t>(t & 0xffffffffu));
-    job_.fn(job_.ctx, task, worker);
-    // Last access to the job: once `done` reaches n the caller may publish the next one.
-    if (completion_.done.fetch_add(1, std::memory_order_seq_cst) + 1 == n &&
-        completion_.caller_sleeping.load(std::memory_order_seq_cst) != 0) {
-      completion_.done.notify_all();
-    }
-    t = job_.ticket.load(std::memory_order_acquire);
+    const std::size_t first = first_task(job_.n, r);
+    const std::size_t count = first_task(job_.n, r + 1) - first;
+    job_.fn(job_.ctx, job_.base + first + (count - left), worker);
+    ++ran;
+    t = ticket.load(std::memory_order_acquire);
   }
 }
 
@@ -197,7 +214,7 @@ void ThreadPool::worker_main(std::size_t worker) {
     }
     seen = epoch.load(std::memory_order_acquire);
     if (job_.stop.load(std::memory_order_acquire)) return;
-    const std::uint64_t t = job_.ticket.load(std::memory_order_acquire);
+    const std::uint64_t t = ranges_[worker].ticket.load(std::memory_order_acquire);
     claim_and_run(static_cast<std::uint32_t>(t >> 32), worker);
   }
 }

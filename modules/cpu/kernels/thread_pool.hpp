@@ -4,6 +4,12 @@
 // pointer, so no std::function and no allocation), the caller runs tasks alongside the workers,
 // and the call returns when every task has finished. Idle workers spin briefly, then sleep on a
 // futex, so back-to-back calls (one per layer) cost a cache-line round trip, not a syscall.
+//
+// The tasks of a call are cut into one contiguous range per thread, in order: worker w runs range
+// w first, and only then takes what is left of the others'. Kernels number their tasks along the
+// data (images, rows, channels), so consecutive calls give each thread the same part of the
+// activations, which stays in its own cache; and a thread claims from a counter on a cache line
+// of its own, not one that every claim moves between cores.
 #pragma once
 
 #include <atomic>
@@ -34,9 +40,10 @@ class ThreadPool {  // NOLINT(clang-analyzer-optin.performance.Padding)
 
   // Calls fn(task) -- or fn(task, worker) when fn takes two arguments, worker in [0, size()) and
   // 0 for the caller -- once for every task in [0, n_tasks), spread over the caller and the
-  // workers, and returns when all have returned. Calls from several threads are serialised (each
-  // caller acts as worker 0); a call made from inside a task (nested) runs its tasks inline on that
-  // thread, with that thread's worker index.
+  // workers, and returns when all have returned. Worker w is given tasks [first_task(n_tasks, w),
+  // first_task(n_tasks, w + 1)); a worker that finishes its own early helps with the others'. Calls from several
+  // threads are serialised (each caller acts as worker 0); a call made from inside a task (nested) runs its tasks
+  // inline on that thread, with that thread's worker index.
   template <class F>
   void parallel_for(std::size_t n_tasks, F&& fn) {
     using Fn = std::remove_reference_t<F>;
@@ -49,6 +56,14 @@ class ThreadPool {  // NOLINT(clang-analyzer-optin.performance.Padding)
       }
     };
     run(n_tasks, trampoline, static_cast<const void*>(std::addressof(fn)));
+  }
+
+  // The first task of worker w's range when a call has n_tasks tasks (w == size(): n_tasks).
+  // Ranges differ in length by at most one, the longer ones first, so that a call with fewer
+  // tasks than threads gives them to the caller and the first workers.
+  std::size_t first_task(std::size_t n_tasks, std::size_t w) const {
+    const std::size_t longer = n_tasks % n_threads_;  // ranges with one task more than the rest
+    return (n_tasks / n_threads_) * w + (w < longer ? w : longer);
   }
 
   // Index of the calling thread in this pool: its worker index inside a task, 0 elsewhere.
@@ -71,30 +86,38 @@ class ThreadPool {  // NOLINT(clang-analyzer-optin.performance.Padding)
     std::size_t bytes = 0;
   };
 
+  // One thread's range of the current job, on a cache line of its own: (generation << 32) |
+  // tasks of the range not yet claimed. Claiming CASes it down, so that a claim made with a stale
+  // generation fails instead of taking a task of the next job.
+  struct alignas(64) Range {
+    std::atomic<std::uint64_t> ticket{0};
+  };
+
   void run(std::size_t n_tasks, TaskFn fn, const void* ctx);
   void run_chunk(std::size_t base, std::size_t n_tasks, TaskFn fn, const void* ctx);
   void worker_main(std::size_t worker);
+  // Runs what worker can claim of job `generation`: its own range, then the others'.
   void claim_and_run(std::uint32_t generation, std::size_t worker);
+  // Claims and runs the tasks left in range r; returns how many it ran.
+  std::uint32_t run_range(std::uint32_t generation, std::size_t r, std::size_t worker);
 
   std::size_t n_threads_ = 1;
   std::unique_ptr<std::thread[]> threads_;  // workers 1 .. n_threads_-1
   Memory* memory_;
   Slot caller_slot_;                // worker 0's
   MemoryArray<Slot> worker_slots_;  // workers 1 .. n_threads_-1
+  MemoryArray<Range> ranges_;       // one per thread, the caller's first
   std::uint32_t generation_ = 0;    // caller-only: id of the last job published
 
   // The current job, on one cache line so that a waking worker fetches it in one transfer. The
-  // fields are written by the caller before it publishes `ticket`, and read by a worker only after
-  // it has claimed a task of this job, so a late worker never sees a half-written job.
+  // fields are written by the caller before it publishes the ranges' tickets, and read by a worker
+  // only after it has claimed a task of this job, so a late worker never sees a half-written job.
   struct alignas(64) Job {
     TaskFn fn = nullptr;
     const void* ctx = nullptr;
     std::size_t base = 0;
     std::uint32_t n = 0;
     std::atomic<std::uint32_t> epoch{0};  // bumped per job and at shutdown; idle workers wait on it
-    // (generation << 32) | tasks not yet claimed. Claiming CASes it down, so a claim of a stale
-    // generation fails instead of taking a task of the next job.
-    std::atomic<std::uint64_t> ticket{0};
     std::atomic<bool> stop{false};
   };
   Job job_;
