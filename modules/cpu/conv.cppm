@@ -4,7 +4,8 @@
 //  - plan.cppm: the planner, which picks a layer's method by estimated cycles (CpuOptions::conv
 //    forces one);
 //  - gemm.cppm: one GEMM per image and group on packed weights, its im2col operand read from the
-//    input (1x1), from zero-padded phase planes in place (implicit), written out (im2col), or
+//    input (1x1), from zero-padded planes in place (implicit: by stride phase, or one per kernel
+//    column where that saves more GEMM columns than the copies cost), written out (im2col), or
 //    with pixels as rows (transposed); f64 always takes the input or the im2col matrix (dgemm);
 //  - winograd.cppm: 3x3 stride-1 convolutions as Winograd F(4x4, 3x3), 36 GEMMs on transformed
 //    tiles (f32; not in embedded builds);
@@ -164,7 +165,7 @@ Result<ConvStateOf<T>> prepare_unpooled(const ConvArgs<T>& args, CpuContext& cpu
     if (pointwise(win)) {
       state.method = ConvMethod::input;
     } else {
-      if (!plan_phases(g, win, state, cpu.memory())) {
+      if (!plan_phases(g, win, planes_by_column(g, win, state.threads), state, cpu.memory())) {
         return fail(Errc::out_of_memory, "cannot allocate the tables of ", g.k, " convolution windows");
       }
       state.method = choose_method(g, win, state.phases, cpu.options().conv, state.threads);

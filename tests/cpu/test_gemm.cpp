@@ -347,6 +347,28 @@ TEST_CASE("the 2x2 max pool a folded convolution uses: every ISA, widths around 
   }
 }
 
+TEST_CASE("the row copy a convolution's planes use: every ISA, widths around each vector, nothing else written") {
+  const IsaGuard guard;
+  for (const std::size_t width : {0, 1, 3, 7, 8, 9, 10, 15, 16, 17, 28, 31, 32, 33, 47}) {
+    const std::size_t rows = 4, src_pitch = width + 5, dst_pitch = width + 3;
+    std::vector<float> src(rows * src_pitch);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) + 0.5f;
+    for (const Isa isa : available_isas()) {
+      REQUIRE(teeny::cpu::set_isa(isa) == isa);
+      INFO("isa=", teeny::cpu::isa_name(isa), " width=", width);
+      std::vector<float> dst(rows * dst_pitch + 1, -1.0f);
+      teeny::cpu::copy_rows(src.data(), src_pitch, dst.data(), dst_pitch, rows, width);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < dst.size(); ++i) {
+        const std::size_t r = i / dst_pitch, c = i % dst_pitch;
+        const float expected = r < rows && c < width ? src[r * src_pitch + c] : -1.0f;
+        wrong += dst[i] != expected;
+      }
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("K == 0 applies only the epilogue; M or N == 0 touches nothing") {
   ThreadPool pool(2);
   const float bias[3] = {1.0f, -2.0f, 3.0f};

@@ -7,6 +7,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <utility>
 
 #include "cpu/kernels/gemm.hpp"
@@ -107,6 +108,39 @@ void copy_row(T* dst, const T* src, std::int64_t n) {
 bool pointwise(const Window2d& win) {
   return win.kernel_h == 1 && win.kernel_w == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_h == 0 &&
          win.pad_w == 0;
+}
+
+// The sizes of an implicit-GEMM convolution's planes (see PhasePlanes), by stride phase or
+// `by_column` (stride_h 1 only).
+struct PlaneSizes {
+  std::int64_t qh = 0, qw = 0;  // rows and columns of a plane
+  std::int64_t used = 0;        // planes per input channel
+  std::int64_t reach = 0;       // plane rows an output row reads below its own
+  std::int64_t floats = 0;      // all planes of a group, and a row of slack for the last windows
+};
+// `used` planes of qh x qw per channel: a window runs Ho * qw floats from its start, up to qw - 1
+// past the last plane's end.
+std::int64_t plane_floats(std::int64_t cg, std::int64_t used, std::int64_t qh, std::int64_t qw) {
+  return cg * used * qh * qw + qw;
+}
+PlaneSizes plane_sizes(const Geometry& g, const Window2d& win, bool by_column) {
+  PlaneSizes s;
+  if (by_column) {
+    s.qh = g.h + 2 * win.pad_h;
+    s.qw = g.wo;
+    s.used = win.kernel_w;
+    s.reach = (win.kernel_h - 1) * win.dilation_h;
+  } else {
+    s.qh = (g.h + 2 * win.pad_h + win.stride_h - 1) / win.stride_h;
+    s.qw = (g.w + 2 * win.pad_w + win.stride_w - 1) / win.stride_w;
+    // Taps i reach (i * dh) % sh: min(kh, sh / gcd(dh, sh)) distinct phases; likewise across.
+    const std::int64_t rows = std::min(win.kernel_h, win.stride_h / std::gcd(win.dilation_h, win.stride_h));
+    const std::int64_t cols = std::min(win.kernel_w, win.stride_w / std::gcd(win.dilation_w, win.stride_w));
+    s.used = rows * cols;
+    s.reach = (win.kernel_h - 1) * win.dilation_h / win.stride_h;
+  }
+  s.floats = plane_floats(g.cg, s.used, s.qh, s.qw);
+  return s;
 }
 
 // Estimated cycles of an M x N x K GEMM on the register tile `t`: a partial tile costs about as

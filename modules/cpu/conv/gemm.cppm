@@ -3,9 +3,10 @@
 // epilogue. The columns (the im2col matrix) are made in one of four ways (ConvMethod, chosen by
 // the planner, cpu/conv/plan.cppm):
 //  - input: a 1x1, stride-1, unpadded convolution reads its input as it is;
-//  - implicit: the input is copied once into zero-padded "phase planes" (one per stride phase), in
-//    which every im2col row is a contiguous window; the GEMM reads those windows directly
-//    (cpu::RowTable) and computes each output row as wide as a phase plane, cut to Wo afterwards;
+//  - implicit: the input is copied once into zero-padded planes (one per stride phase, or one per
+//    kernel column: PhasePlanes), in which every im2col row is a contiguous window; the GEMM reads
+//    those windows directly (cpu::RowTable) and computes each output row as wide as a plane, cut
+//    to Wo afterwards where the planes are wider;
 //  - im2col: the K x Ho*Wo matrix written out;
 //  - transposed: Y^T = columns^T * W_g^T, output pixels as the GEMM's rows, for layers with few
 //    pixels and many channels (7x7 and 14x14 maps), where the pixel count fits the register tile
@@ -83,10 +84,50 @@ void im2col(const T* x, const Geometry& g, const Window2d& win, T* cols, std::in
   }
 }
 
+// Channels [c_begin, c_end), plane rows [q_begin, q_end) of the kernel-column planes of one
+// image's group (`x`: its first channel): plane (c, j) row r, column t is input (r - ph,
+// t * sw + j * dw - pw).
+void fill_columns(const float* x, const Geometry& g, const Window2d& win, const PhasePlanes& ph, float* planes,
+                  std::int64_t c_begin, std::int64_t c_end, std::int64_t q_begin, std::int64_t q_end) {
+  const std::int64_t plane = ph.qh * ph.qw;
+  const auto [in_lo, in_hi] = inside(-win.pad_h, 1, g.h, ph.qh);
+  const std::int64_t r_lo = std::clamp(in_lo, q_begin, q_end);
+  const std::int64_t r_hi = std::clamp(in_hi, r_lo, q_end);
+  for (std::int64_t c = c_begin; c < c_end; ++c) {
+    const float* in = x + c * g.h * g.w;
+    for (std::int64_t j = 0; j < win.kernel_w; ++j) {
+      float* q = planes + (c * ph.used + j) * plane;
+      const std::int64_t col0 = j * win.dilation_w - win.pad_w;
+      const auto [t_lo, t_hi] = inside(col0, ph.sw, g.w, ph.qw);
+      zero(q + q_begin * ph.qw, (r_lo - q_begin) * ph.qw);
+      zero(q + r_hi * ph.qw, (q_end - r_hi) * ph.qw);
+      if (t_lo != 0 || t_hi != ph.qw) {
+        for (std::int64_t r = r_lo; r < r_hi; ++r) {
+          zero(q + r * ph.qw, t_lo);
+          zero(q + r * ph.qw + t_hi, ph.qw - t_hi);
+        }
+      }
+      if (r_lo == r_hi) continue;
+      const float* first = in + (r_lo - win.pad_h) * g.w + col0;
+      if (ph.sw == 1) {
+        cpu::copy_rows(first + t_lo, static_cast<std::size_t>(g.w), q + r_lo * ph.qw + t_lo,
+                       static_cast<std::size_t>(ph.qw), static_cast<std::size_t>(r_hi - r_lo),
+                       static_cast<std::size_t>(t_hi - t_lo));
+        continue;
+      }
+      for (std::int64_t r = r_lo; r < r_hi; ++r) {
+        const float* __restrict row = first + (r - r_lo) * g.w;
+        for (std::int64_t t = t_lo; t < t_hi; ++t) q[r * ph.qw + t] = row[t * ph.sw];
+      }
+    }
+  }
+}
+
 // Channels [c_begin, c_end), plane rows [q_begin, q_end) of the phase planes of one image's group (`x`: its
 // first channel).
 void fill_phases(const float* x, const Geometry& g, const Window2d& win, const PhasePlanes& ph, float* planes,
                  std::int64_t c_begin, std::int64_t c_end, std::int64_t q_begin, std::int64_t q_end) {
+  if (ph.by_column) return fill_columns(x, g, win, ph, planes, c_begin, c_end, q_begin, q_end);
   const std::int64_t plane = ph.qh * ph.qw;
   for (std::int64_t c = c_begin; c < c_end; ++c) {
     const float* in = x + c * g.h * g.w;
@@ -118,29 +159,44 @@ void fill_phases(const float* x, const Geometry& g, const Window2d& win, const P
   }
 }
 
-// The phase planes of an implicit-GEMM convolution and each im2col row's window in them; false
-// when `memory` has no room for their tables.
-bool plan_phases(const Geometry& g, const Window2d& win, ConvState& state, cpu::Memory& memory) {
+// The planes of an implicit-GEMM convolution (by stride phase, or `by_column`: see PhasePlanes)
+// and each im2col row's window in them; false when `memory` has no room for their tables.
+bool plan_phases(const Geometry& g, const Window2d& win, bool by_column, ConvState& state, cpu::Memory& memory) {
   PhasePlanes& ph = state.phases;
-  ph.sh = win.stride_h;
+  const PlaneSizes sizes = plane_sizes(g, win, by_column);
+  ph.by_column = by_column;
+  ph.sh = by_column ? 1 : win.stride_h;
   ph.sw = win.stride_w;
-  ph.qh = (g.h + 2 * win.pad_h + ph.sh - 1) / ph.sh;
-  ph.qw = (g.w + 2 * win.pad_w + ph.sw - 1) / ph.sw;
-  ph.slot = cpu::MemoryArray<std::int64_t>(memory, static_cast<std::size_t>(ph.sh * ph.sw));
+  ph.qh = sizes.qh;
+  ph.qw = sizes.qw;
+  ph.used = sizes.used;
+  ph.reach = sizes.reach;
+  ph.floats = sizes.floats;
   state.row_offsets = cpu::MemoryArray<std::ptrdiff_t>(memory, static_cast<std::size_t>(g.k));
-  if (!ph.slot.ok() || !state.row_offsets.ok()) return false;
+  if (!state.row_offsets.ok()) return false;
+  const std::int64_t khw = win.kernel_h * win.kernel_w;
+  if (by_column) {
+    for (std::int64_t r = 0; r < g.k; ++r) {
+      const std::int64_t c = r / khw;
+      const std::int64_t i = (r / win.kernel_w) % win.kernel_h;
+      const std::int64_t j = r % win.kernel_w;
+      state.row_offsets[static_cast<std::size_t>(r)] = (c * ph.used + j) * ph.qh * ph.qw + i * win.dilation_h * ph.qw;
+    }
+    return true;
+  }
+  ph.slot = cpu::MemoryArray<std::int64_t>(memory, static_cast<std::size_t>(ph.sh * ph.sw));
+  if (!ph.slot.ok()) return false;
   for (std::int64_t& slot : ph.slot) slot = -1;
-  ph.used = 0;
+  std::int64_t used = 0;
   for (std::int64_t i = 0; i < win.kernel_h; ++i) {
     for (std::int64_t j = 0; j < win.kernel_w; ++j) {
       auto& slot = ph.slot[static_cast<std::size_t>((i * win.dilation_h % ph.sh) * ph.sw + j * win.dilation_w % ph.sw)];
-      if (slot < 0) slot = ph.used++;
+      if (slot < 0) slot = used++;
     }
   }
-  // A window runs Ho * qw floats from its start, up to qw - 1 past the last plane's end.
-  ph.floats = g.cg * ph.used * ph.qh * ph.qw + ph.qw;
-  ph.reach = (win.kernel_h - 1) * win.dilation_h / ph.sh;
-  const std::int64_t khw = win.kernel_h * win.kernel_w;
+  // The phases the taps read, in the order they meet them (as many as plane_sizes counts).
+  ph.used = used;
+  ph.floats = plane_floats(g.cg, used, ph.qh, ph.qw);
   for (std::int64_t r = 0; r < g.k; ++r) {
     const std::int64_t c = r / khw;
     const std::int64_t di = (r / win.kernel_w) % win.kernel_h * win.dilation_h;

@@ -81,6 +81,31 @@ WinogradSplit winograd_split(const Geometry& g, const cpu::winograd::Plane& plan
   return best;
 }
 
+// Estimated cycles of the implicit method on planes of `sizes`: the GEMM over output rows as
+// wide as a plane (packed at half a cycle a float where the kernels cannot read rows in place),
+// a cycle per float of the planes made, and one per float cut to Wo. When each GEMM is split over
+// the threads, one thread's: its band of output rows and the plane rows those read.
+double implicit_cycles(const Geometry& g, const PlaneSizes& sizes, std::int64_t threads, cpu::GemmTile tile) {
+  const bool split = !one_gemm_per_task(g, threads);
+  const std::int64_t band = split ? (g.ho + threads - 1) / threads : g.ho;  // output rows per thread
+  const double band_share =
+      static_cast<double>(std::min(sizes.qh, band + sizes.reach + 1)) / static_cast<double>(sizes.qh);
+  const std::int64_t wide = band * sizes.qw;
+  return gemm_cycles(g.og, wide, g.k, tile) + (tile.rows_in_place ? 0.0 : 0.5) * static_cast<double>(g.k * wide) +
+         static_cast<double>(sizes.floats) * band_share + (sizes.qw != g.wo ? static_cast<double>(g.og * wide) : 0.0);
+}
+
+// Whether an implicit convolution's planes go by kernel column rather than by stride phase (see
+// PhasePlanes): where the GEMM's columns it saves (the phase planes' rows are wider than the
+// output) cost more than the kw copies of the input it makes. Stride 1 down the rows only; a
+// kernel one column wide gains nothing.
+bool planes_by_column(const Geometry& g, const Window2d& win, std::int64_t threads) {
+  if (win.stride_h != 1 || win.kernel_w == 1) return false;
+  const cpu::GemmTile tile = cpu::gemm_tile();
+  return implicit_cycles(g, plane_sizes(g, win, true), threads, tile) <
+         implicit_cycles(g, plane_sizes(g, win, false), threads, tile);
+}
+
 // The cheapest method for a convolution that is not a plain 1x1 one (whose GEMM reads its input as
 // it is), `implicit` holding its phase planes. GEMM methods: the GEMM's tile cost plus about a
 // cycle and a half per float written out and read back (im2col), half a cycle per float packed
@@ -106,11 +131,7 @@ ConvMethod choose_method(const Geometry& g, const Window2d& win, const PhasePlan
   const cpu::GemmTile tile = cpu::gemm_tile();
   const auto kp = static_cast<double>(g.k * g.p);
   const bool split = !one_gemm_per_task(g, threads);
-  const std::int64_t band = split ? (g.ho + threads - 1) / threads : g.ho;  // output rows per thread
-  const double band_share = static_cast<double>(std::min(ph.qh, band + ph.reach + 1)) / static_cast<double>(ph.qh);
   const double share = split ? 1.0 / static_cast<double>(threads) : 1.0;
-  const std::int64_t wide = band * ph.qw;
-  const bool cut = ph.qw != g.wo;
   double winograd_cost = 0;
   if (winograd && algorithm == ConvAlgorithm::automatic) {
     const cpu::winograd::Plane plane = cpu::winograd::plane_of(g.h, g.w, win.pad_h, win.pad_w);
@@ -121,9 +142,7 @@ ConvMethod choose_method(const Geometry& g, const Window2d& win, const PhasePlan
     bool allowed;
     double cycles;
   } options[] = {
-      {ConvMethod::implicit, true,
-       gemm_cycles(g.og, wide, g.k, tile) + (tile.rows_in_place ? 0.0 : 0.5) * static_cast<double>(g.k * wide) +
-           static_cast<double>(ph.floats) * band_share + (cut ? static_cast<double>(g.og * wide) : 0.0)},
+      {ConvMethod::implicit, true, implicit_cycles(g, {ph.qh, ph.qw, ph.used, ph.reach, ph.floats}, threads, tile)},
       {ConvMethod::im2col, true, (gemm_cycles(g.og, g.p, g.k, tile) + 1.5 * kp) * share},
       {ConvMethod::transposed, true,
        (gemm_cycles(g.p, g.og, g.k, tile) + 1.5 * kp + static_cast<double>(g.og * g.p)) * share +

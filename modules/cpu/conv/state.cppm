@@ -18,15 +18,23 @@ import :context;
 
 export namespace teeny {
 
-/// The zero-padded input of an implicit-GEMM convolution, split by stride phase: plane (c, a, b)
-/// holds padded-input rows a, a + sh, a + 2sh, ... and, of those, columns b, b + sw, ... Tap
-/// (i, j) of output (oh, ow) is then element (oh + i*dh/sh, ow + j*dw/sw) of plane
-/// (c, i*dh % sh, j*dw % sw): each im2col row is one contiguous window of a plane.
+/// The zero-padded input of an implicit-GEMM convolution, laid out so that each im2col row is one
+/// contiguous window of a plane, in one of two ways:
+///  - by stride phase: plane (c, a, b) holds padded-input rows a, a + sh, a + 2sh, ... and, of
+///    those, columns b, b + sw, ... Tap (i, j) of output (oh, ow) is element (oh + i*dh/sh,
+///    ow + j*dw/sw) of plane (c, i*dh % sh, j*dw % sw). A plane is wider than the output (its
+///    windows run over the padding), so each output row is computed qw wide and cut to Wo.
+///  - by kernel column (`by_column`, stride_h 1 only): plane (c, j) holds every padded-input row,
+///    and of it columns j*dw, j*dw + sw, ... exactly Wo of them. Tap (i, j) of output (oh, ow) is
+///    element (oh + i*dh, ow) of plane (c, j). The planes hold kw copies of the input, but the GEMM
+///    computes no column to throw away: it pays where the kernel is wide and the map narrow
+///    (LeNet's 5x5 on 14x14: 100 output pixels instead of 140).
 struct PhasePlanes {
-  std::int64_t sh = 1, sw = 1;          // strides: phases per dim
+  bool by_column = false;
+  std::int64_t sh = 1, sw = 1;          // strides: phases per dim (by_column: sh 1, sw the stride)
   std::int64_t qh = 0, qw = 0;          // rows and columns of a plane
   cpu::MemoryArray<std::int64_t> slot;  // per phase a * sw + b: its plane's index, or -1 when no tap reads it
-  std::int64_t used = 0;                // phases read by some tap
+  std::int64_t used = 0;                // planes per channel: phases read by some tap, or kernel columns
   std::int64_t reach = 0;               // plane rows an output row reads below its own: taps' (i * dh) / sh
   std::int64_t floats = 0;              // cg * used planes, plus a row of slack for the last windows
 };
@@ -204,7 +212,9 @@ constexpr KernelMemory conv_memory(const ConvSizes& s) {
     const std::int64_t qw = (s.w + 2 * s.pad_w + s.stride_w - 1) / s.stride_w;
     // Every phase read (at most stride_h * stride_w of them), and a row of slack (plan_phases).
     const std::int64_t phase_floats = cg * s.stride_h * s.stride_w * qh * qw + qw;
-    std::int64_t scratch = 0;
+    // Or a plane per kernel column, Wo wide, of every padded row.
+    const std::int64_t column_floats = cg * s.kernel_w * (s.h + 2 * s.pad_h) * s.wo + s.wo;
+    std::int64_t scratch = conv_scratch(ConvMethod::implicit, k, p, og, s.ho, s.wo, column_floats, s.wo).total;
     for (const ConvMethod c : {ConvMethod::implicit, ConvMethod::im2col, ConvMethod::transposed}) {
       scratch = std::max(scratch, conv_scratch(c, k, p, og, s.ho, s.wo, phase_floats, qw).total);
     }

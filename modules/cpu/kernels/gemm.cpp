@@ -171,6 +171,11 @@ struct Portable {
     activate_tile<VScalar>(c, ldc, m, n, act, slope);
   }
 
+  static void copy_rows(const float* src, std::size_t sp, float* dst, std::size_t dp, std::size_t rows,
+                        std::size_t width) {
+    for (std::size_t r = 0; r < rows; ++r) std::memcpy(dst + r * dp, src + r * sp, width * sizeof(float));
+  }
+
   static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
     for (std::size_t r = 0; r < ho; ++r)
       max_pool_2x2_columns(x + 2 * r * pitch, x + (2 * r + 1) * pitch, y + r * wo, 0, wo);
@@ -496,6 +501,11 @@ bool sgemm(const GemmShape& shape, const PackedMatrix& a, const RowTable& b, flo
 
 void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
   kernels_for(active_isa()).max_pool_2x2(x, pitch, y, ho, wo);
+}
+
+void copy_rows(const float* src, std::size_t src_pitch, float* dst, std::size_t dst_pitch, std::size_t rows,
+               std::size_t width) {
+  kernels_for(active_isa()).copy_rows(src, src_pitch, dst, dst_pitch, rows, width);
 }
 
 GemmTile gemm_tile() {

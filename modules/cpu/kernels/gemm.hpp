@@ -176,6 +176,12 @@ GemmTile gemm_tile();
 // result in place.
 void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo);
 
+// dst[r * dst_pitch + c] = src[r * src_pitch + c] for r < rows, c < width: the short rows of a
+// convolution's planes (LeNet's are 10 to 28 floats), a vector and a masked tail each, where a
+// call to memcpy per row would cost more than the copy.
+void copy_rows(const float* src, std::size_t src_pitch, float* dst, std::size_t dst_pitch, std::size_t rows,
+               std::size_t width);
+
 // ---- Double precision ----------------------------------------------------------------------
 
 // C[M x N] = op(A) * op(B) in double, with sgemm's operand conventions and epilogue (any size,

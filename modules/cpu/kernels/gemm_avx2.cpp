@@ -150,6 +150,20 @@ struct Avx2 {
     activate_tile<V256>(c, ldc, m, n, act, slope);
   }
 
+  static void copy_rows(const float* src, std::size_t sp, float* dst, std::size_t dp, std::size_t rows,
+                        std::size_t width) {
+    const std::size_t full = width / 8 * 8;
+    // Lanes below width - full: the masked tail's.
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(width - full)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* s = src + r * sp;
+      float* d = dst + r * dp;
+      for (std::size_t c = 0; c < full; c += 8) _mm256_storeu_ps(d + c, _mm256_loadu_ps(s + c));
+      if (full != width) _mm256_maskstore_ps(d + full, tail, _mm256_maskload_ps(s + full, tail));
+    }
+  }
+
   // 8 outputs at a time: the two rows' maxima over 16 columns, then their even and odd columns'
   // (shuffled within 128-bit lanes, then the 64-bit pieces put in order); the rest one by one.
   static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {

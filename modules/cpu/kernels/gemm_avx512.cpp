@@ -221,6 +221,18 @@ struct Avx512 {
     activate_tile<V512>(c, ldc, m, n, act, slope);
   }
 
+  static void copy_rows(const float* src, std::size_t sp, float* dst, std::size_t dp, std::size_t rows,
+                        std::size_t width) {
+    const std::size_t full = width / 16 * 16;
+    const __mmask16 tail = V512::mask(width - full);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* s = src + r * sp;
+      float* d = dst + r * dp;
+      for (std::size_t c = 0; c < full; c += 16) _mm512_storeu_ps(d + c, _mm512_loadu_ps(s + c));
+      if (tail != 0) _mm512_mask_storeu_ps(d + full, tail, _mm512_maskz_loadu_ps(tail, s + full));
+    }
+  }
+
   // 16 outputs at a time: the two rows' maxima over 32 columns, then their even and odd columns'.
   static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);

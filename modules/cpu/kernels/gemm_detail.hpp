@@ -60,6 +60,9 @@ using PackFn = void (*)(const Operand& src, std::size_t k, std::size_t w, float*
 using ActivateFn = void (*)(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope);
 // A 2x2, stride-2 max pool into ho rows of wo from rows `pitch` apart (cpu::max_pool_2x2).
 using MaxPoolFn = void (*)(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo);
+// Rows of `width` floats from rows src_pitch apart to rows dst_pitch apart (cpu::copy_rows).
+using CopyRowsFn = void (*)(const float* src, std::size_t src_pitch, float* dst, std::size_t dst_pitch,
+                            std::size_t rows, std::size_t width);
 
 struct KernelTable {
   Isa isa;
@@ -74,6 +77,7 @@ struct KernelTable {
   ActivateFn activate;
   bool rows_in_place;  // the microkernel reads a row-table B in place (T::kernel_rows)
   MaxPoolFn max_pool_2x2;
+  CopyRowsFn copy_rows;
 };
 
 // Output columns [c0, wo) of one row of a 2x2 max pool: top and bottom are its two input rows.
@@ -526,7 +530,8 @@ constexpr KernelTable make_kernel_table(Isa isa) {
                      &pack_full<T, T::nr>,
                      &T::activate,
                      rows_in_place,
-                     &T::max_pool_2x2};
+                     &T::max_pool_2x2,
+                     &T::copy_rows};
 }
 
 // ---- Activations ------------------------------------------------------------------------------
