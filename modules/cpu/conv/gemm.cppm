@@ -107,17 +107,17 @@ void fill_columns(const float* x, const Geometry& g, const Window2d& win, const 
           zero(q + r * ph.qw + t_hi, ph.qw - t_hi);
         }
       }
-      if (r_lo == r_hi) continue;
-      const float* first = in + (r_lo - win.pad_h) * g.w + col0;
+      if (r_lo == r_hi || t_lo == t_hi) continue;
+      // Input (r - ph, col0 + t * sw) for the rows and columns inside the input.
+      const float* first = in + ((r_lo - win.pad_h) * g.w + col0 + t_lo * ph.sw);
       if (ph.sw == 1) {
-        cpu::copy_rows(first + t_lo, static_cast<std::size_t>(g.w), q + r_lo * ph.qw + t_lo,
-                       static_cast<std::size_t>(ph.qw), static_cast<std::size_t>(r_hi - r_lo),
-                       static_cast<std::size_t>(t_hi - t_lo));
+        cpu::copy_rows(first, static_cast<std::size_t>(g.w), q + r_lo * ph.qw + t_lo, static_cast<std::size_t>(ph.qw),
+                       static_cast<std::size_t>(r_hi - r_lo), static_cast<std::size_t>(t_hi - t_lo));
         continue;
       }
       for (std::int64_t r = r_lo; r < r_hi; ++r) {
         const float* __restrict row = first + (r - r_lo) * g.w;
-        for (std::int64_t t = t_lo; t < t_hi; ++t) q[r * ph.qw + t] = row[t * ph.sw];
+        for (std::int64_t t = t_lo; t < t_hi; ++t) q[r * ph.qw + t] = row[(t - t_lo) * ph.sw];
       }
     }
   }
