@@ -84,76 +84,58 @@ void im2col(const T* x, const Geometry& g, const Window2d& win, T* cols, std::in
   }
 }
 
-// Channels [c_begin, c_end), plane rows [q_begin, q_end) of the kernel-column planes of one
-// image's group (`x`: its first channel): plane (c, j) row r, column t is input (r - ph,
-// t * sw + j * dw - pw).
-void fill_columns(const float* x, const Geometry& g, const Window2d& win, const PhasePlanes& ph, float* planes,
-                  std::int64_t c_begin, std::int64_t c_end, std::int64_t q_begin, std::int64_t q_end) {
-  const std::int64_t plane = ph.qh * ph.qw;
-  const auto [in_lo, in_hi] = inside(-win.pad_h, 1, g.h, ph.qh);
+// Rows [q_begin, q_end) of one plane `q` (qh x qw) of input channel `in`: plane row r, column t
+// is input (r * sh + row0, t * sw + col0), zero outside the input.
+void fill_plane(const float* in, const Geometry& g, const PhasePlanes& ph, float* q, std::int64_t row0,
+                std::int64_t col0, std::int64_t q_begin, std::int64_t q_end) {
+  const auto [in_lo, in_hi] = inside(row0, ph.sh, g.h, ph.qh);
   const std::int64_t r_lo = std::clamp(in_lo, q_begin, q_end);
   const std::int64_t r_hi = std::clamp(in_hi, r_lo, q_end);
-  for (std::int64_t c = c_begin; c < c_end; ++c) {
-    const float* in = x + c * g.h * g.w;
-    for (std::int64_t j = 0; j < win.kernel_w; ++j) {
-      float* q = planes + (c * ph.used + j) * plane;
-      const std::int64_t col0 = j * win.dilation_w - win.pad_w;
-      const auto [t_lo, t_hi] = inside(col0, ph.sw, g.w, ph.qw);
-      zero(q + q_begin * ph.qw, (r_lo - q_begin) * ph.qw);
-      zero(q + r_hi * ph.qw, (q_end - r_hi) * ph.qw);
-      if (t_lo != 0 || t_hi != ph.qw) {
-        for (std::int64_t r = r_lo; r < r_hi; ++r) {
-          zero(q + r * ph.qw, t_lo);
-          zero(q + r * ph.qw + t_hi, ph.qw - t_hi);
-        }
-      }
-      if (r_lo == r_hi || t_lo == t_hi) continue;
-      // Input (r - ph, col0 + t * sw) for the rows and columns inside the input.
-      const float* first = in + ((r_lo - win.pad_h) * g.w + col0 + t_lo * ph.sw);
-      if (ph.sw == 1) {
-        cpu::copy_rows(first, static_cast<std::size_t>(g.w), q + r_lo * ph.qw + t_lo, static_cast<std::size_t>(ph.qw),
-                       static_cast<std::size_t>(r_hi - r_lo), static_cast<std::size_t>(t_hi - t_lo));
-        continue;
-      }
-      for (std::int64_t r = r_lo; r < r_hi; ++r) {
-        const float* __restrict row = first + (r - r_lo) * g.w;
-        for (std::int64_t t = t_lo; t < t_hi; ++t) q[r * ph.qw + t] = row[(t - t_lo) * ph.sw];
-      }
+  const auto [t_lo, t_hi] = inside(col0, ph.sw, g.w, ph.qw);
+  zero(q + q_begin * ph.qw, (r_lo - q_begin) * ph.qw);
+  zero(q + r_hi * ph.qw, (q_end - r_hi) * ph.qw);
+  if (t_lo != 0 || t_hi != ph.qw) {
+    for (std::int64_t r = r_lo; r < r_hi; ++r) {
+      zero(q + r * ph.qw, t_lo);
+      zero(q + r * ph.qw + t_hi, ph.qw - t_hi);
     }
+  }
+  if (r_lo == r_hi || t_lo == t_hi) return;
+  // The first element inside the input, and its rows sh input rows apart.
+  const float* first = in + ((r_lo * ph.sh + row0) * g.w + col0 + t_lo * ph.sw);
+  const std::int64_t pitch = ph.sh * g.w;
+  if (ph.sw == 1) {
+    cpu::copy_rows(first, static_cast<std::size_t>(pitch), q + r_lo * ph.qw + t_lo, static_cast<std::size_t>(ph.qw),
+                   static_cast<std::size_t>(r_hi - r_lo), static_cast<std::size_t>(t_hi - t_lo));
+    return;
+  }
+  for (std::int64_t r = r_lo; r < r_hi; ++r) {
+    const float* __restrict row = first + (r - r_lo) * pitch;
+    for (std::int64_t t = t_lo; t < t_hi; ++t) q[r * ph.qw + t] = row[(t - t_lo) * ph.sw];
   }
 }
 
-// Channels [c_begin, c_end), plane rows [q_begin, q_end) of the phase planes of one image's group (`x`: its
-// first channel).
+// Channels [c_begin, c_end), plane rows [q_begin, q_end) of the planes of one image's group (`x`:
+// its first channel), laid out as `ph` says (PhasePlanes).
 void fill_phases(const float* x, const Geometry& g, const Window2d& win, const PhasePlanes& ph, float* planes,
                  std::int64_t c_begin, std::int64_t c_end, std::int64_t q_begin, std::int64_t q_end) {
-  if (ph.by_column) return fill_columns(x, g, win, ph, planes, c_begin, c_end, q_begin, q_end);
   const std::int64_t plane = ph.qh * ph.qw;
   for (std::int64_t c = c_begin; c < c_end; ++c) {
     const float* in = x + c * g.h * g.w;
+    if (ph.by_column) {
+      // Plane (c, j): every padded row, from column j * dw on.
+      for (std::int64_t j = 0; j < win.kernel_w; ++j) {
+        fill_plane(in, g, ph, planes + (c * ph.used + j) * plane, -win.pad_h, j * win.dilation_w - win.pad_w, q_begin,
+                   q_end);
+      }
+      continue;
+    }
+    // Plane (c, a, b): padded rows a, a + sh, ..., of those columns b, b + sw, ...
     for (std::int64_t a = 0; a < ph.sh; ++a) {
       for (std::int64_t b = 0; b < ph.sw; ++b) {
         const std::int64_t slot = ph.slot[static_cast<std::size_t>(a * ph.sw + b)];
         if (slot < 0) continue;
-        float* q = planes + (c * ph.used + slot) * plane;
-        // Plane row r is input row r * sh + a - ph; column t is input column t * sw + b - pw.
-        const auto [in_lo, in_hi] = inside(a - win.pad_h, ph.sh, g.h, ph.qh);
-        const std::int64_t r_lo = std::clamp(in_lo, q_begin, q_end);
-        const std::int64_t r_hi = std::clamp(in_hi, r_lo, q_end);
-        const auto [t_lo, t_hi] = inside(b - win.pad_w, ph.sw, g.w, ph.qw);
-        zero(q + q_begin * ph.qw, (r_lo - q_begin) * ph.qw);
-        zero(q + r_hi * ph.qw, (q_end - r_hi) * ph.qw);
-        for (std::int64_t r = r_lo; r < r_hi; ++r) {
-          float* __restrict dst = q + r * ph.qw;
-          const float* __restrict row = in + (r * ph.sh + a - win.pad_h) * g.w + b - win.pad_w;
-          zero(dst, t_lo);
-          if (ph.sw == 1) {
-            copy_row(dst + t_lo, row + t_lo, t_hi - t_lo);
-          } else {
-            for (std::int64_t t = t_lo; t < t_hi; ++t) dst[t] = row[t * ph.sw];
-          }
-          zero(dst + t_hi, ph.qw - t_hi);
-        }
+        fill_plane(in, g, ph, planes + (c * ph.used + slot) * plane, a - win.pad_h, b - win.pad_w, q_begin, q_end);
       }
     }
   }
