@@ -347,24 +347,52 @@ TEST_CASE("the 2x2 max pool a folded convolution uses: every ISA, widths around 
   }
 }
 
-TEST_CASE("the row copy a convolution's planes use: every ISA, widths around each vector, nothing else written") {
+TEST_CASE("the row copy a convolution's planes use: every ISA, zero margins, widths around each vector") {
   const IsaGuard guard;
   for (const std::size_t width : {0, 1, 3, 7, 8, 9, 10, 15, 16, 17, 28, 31, 32, 33, 47}) {
-    const std::size_t rows = 4, src_pitch = width + 5, dst_pitch = width + 3;
-    std::vector<float> src(rows * src_pitch);
-    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) + 0.5f;
-    for (const Isa isa : available_isas()) {
-      REQUIRE(teeny::cpu::set_isa(isa) == isa);
-      INFO("isa=", teeny::cpu::isa_name(isa), " width=", width);
-      std::vector<float> dst(rows * dst_pitch + 1, -1.0f);
-      teeny::cpu::copy_rows(src.data(), src_pitch, dst.data(), dst_pitch, rows, width);
-      std::size_t wrong = 0;
-      for (std::size_t i = 0; i < dst.size(); ++i) {
-        const std::size_t r = i / dst_pitch, c = i % dst_pitch;
-        const float expected = r < rows && c < width ? src[r * src_pitch + c] : -1.0f;
-        wrong += dst[i] != expected;
+    // (lead, count) pairs: no margin, margins on either side or both, leads past a vector, nothing copied.
+    std::vector<std::pair<std::size_t, std::size_t>> spans{{0, width}, {0, 0}};
+    for (const std::size_t lead : {1, 2, 3, 7, 9, 17}) {
+      if (lead > width) continue;
+      spans.emplace_back(lead, width - lead);
+      spans.emplace_back(0, width - lead);
+      spans.emplace_back(lead, 0);
+      if (2 * lead < width) spans.emplace_back(lead, width - 2 * lead);
+    }
+    // Two planes of three rows; the destination's planes have a gap of a row between them.
+    const std::size_t planes = 2, rows = 3, src_pitch = width + 5, dst_pitch = width + 3;
+    const std::size_t src_plane = rows * src_pitch + 2, dst_plane = (rows + 1) * dst_pitch;
+    for (const auto& [lead, count] : spans) {
+      // The source ends where the last row's copied floats do, so that reading past them would show
+      // up under AddressSanitizer.
+      std::vector<float> src(src_plane + (rows - 1) * src_pitch + count);
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) + 0.5f;
+      for (const Isa isa : available_isas()) {
+        REQUIRE(teeny::cpu::set_isa(isa) == isa);
+        INFO("isa=", teeny::cpu::isa_name(isa), " width=", width, " lead=", lead, " count=", count);
+        std::vector<float> dst(planes * dst_plane + 1, -1.0f);
+        teeny::cpu::copy_rows({.src = src.data(),
+                               .src_pitch = src_pitch,
+                               .src_plane = src_plane,
+                               .dst = dst.data(),
+                               .dst_pitch = dst_pitch,
+                               .dst_plane = dst_plane,
+                               .planes = planes,
+                               .rows = rows,
+                               .width = width,
+                               .lead = lead,
+                               .count = count});
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < dst.size(); ++i) {
+          const std::size_t p = i / dst_plane, r = i % dst_plane / dst_pitch, c = i % dst_plane % dst_pitch;
+          float expected = -1.0f;  // untouched
+          if (p < planes && r < rows && c < width) {
+            expected = c >= lead && c < lead + count ? src[p * src_plane + r * src_pitch + c - lead] : 0.0f;
+          }
+          wrong += dst[i] != expected;
+        }
+        CHECK(wrong == 0);
       }
-      CHECK(wrong == 0);
     }
   }
 }

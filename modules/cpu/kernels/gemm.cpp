@@ -171,9 +171,15 @@ struct Portable {
     activate_tile<VScalar>(c, ldc, m, n, act, slope);
   }
 
-  static void copy_rows(const float* src, std::size_t sp, float* dst, std::size_t dp, std::size_t rows,
-                        std::size_t width) {
-    for (std::size_t r = 0; r < rows; ++r) std::memcpy(dst + r * dp, src + r * sp, width * sizeof(float));
+  static void copy_rows(const RowCopy& cp) {
+    for (std::size_t p = 0; p < cp.planes; ++p) {
+      for (std::size_t r = 0; r < cp.rows; ++r) {
+        float* d = cp.dst + p * cp.dst_plane + r * cp.dst_pitch;
+        std::fill(d, d + cp.lead, 0.0f);
+        std::memcpy(d + cp.lead, cp.src + p * cp.src_plane + r * cp.src_pitch, cp.count * sizeof(float));
+        std::fill(d + cp.lead + cp.count, d + cp.width, 0.0f);
+      }
+    }
   }
 
   static void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo) {
@@ -503,10 +509,7 @@ void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, s
   kernels_for(active_isa()).max_pool_2x2(x, pitch, y, ho, wo);
 }
 
-void copy_rows(const float* src, std::size_t src_pitch, float* dst, std::size_t dst_pitch, std::size_t rows,
-               std::size_t width) {
-  kernels_for(active_isa()).copy_rows(src, src_pitch, dst, dst_pitch, rows, width);
-}
+void copy_rows(const RowCopy& copy) { kernels_for(active_isa()).copy_rows(copy); }
 
 GemmTile gemm_tile() {
   const KernelTable& kt = kernels_for(active_isa());

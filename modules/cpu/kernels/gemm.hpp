@@ -176,11 +176,22 @@ GemmTile gemm_tile();
 // result in place.
 void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo);
 
-// dst[r * dst_pitch + c] = src[r * src_pitch + c] for r < rows, c < width: the short rows of a
-// convolution's planes (LeNet's are 10 to 28 floats), a vector and a masked tail each, where a
-// call to memcpy per row would cost more than the copy.
-void copy_rows(const float* src, std::size_t src_pitch, float* dst, std::size_t dst_pitch, std::size_t rows,
-               std::size_t width);
+// Short rows with zero margins: the rows of a convolution's planes (LeNet's are 10 to 28 floats),
+// `rows` in each of `planes` planes. Row r of plane p is the `width` floats at
+// dst + p * dst_plane + r * dst_pitch: its columns [lead, lead + count) are copied from
+// src + p * src_plane + r * src_pitch on (src points at the first float copied), the others are 0
+// (lead + count <= width).
+struct RowCopy {
+  const float* src = nullptr;
+  std::size_t src_pitch = 0, src_plane = 0;
+  float* dst = nullptr;
+  std::size_t dst_pitch = 0, dst_plane = 0;
+  std::size_t planes = 1, rows = 0, width = 0, lead = 0, count = 0;
+};
+
+// Runs a RowCopy with whole vectors, masked at the edges, where a call to memcpy and memset per
+// row would cost more than the copy.
+void copy_rows(const RowCopy& copy);
 
 // ---- Double precision ----------------------------------------------------------------------
 

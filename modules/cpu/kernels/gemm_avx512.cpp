@@ -221,15 +221,62 @@ struct Avx512 {
     activate_tile<V512>(c, ldc, m, n, act, slope);
   }
 
-  static void copy_rows(const float* src, std::size_t sp, float* dst, std::size_t dp, std::size_t rows,
-                        std::size_t width) {
-    const std::size_t full = width / 16 * 16;
-    const __mmask16 tail = V512::mask(width - full);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float* s = src + r * sp;
-      float* d = dst + r * dp;
-      for (std::size_t c = 0; c < full; c += 16) _mm512_storeu_ps(d + c, _mm512_loadu_ps(s + c));
-      if (tail != 0) _mm512_mask_storeu_ps(d + full, tail, _mm512_maskz_loadu_ps(tail, s + full));
+  // How one vector of a padded row (columns [c0, c0 + 16)) is made: a masked load from the
+  // source row at `offset`, shifted up by `shift` lanes where it begins in the leading zeros, and
+  // a store masked to the row's width.
+  struct RowVector {
+    std::size_t offset = 0;
+    __mmask16 load = 0, store = 0;
+    unsigned shift = 0;
+  };
+  static RowVector row_vector(std::size_t c0, std::size_t width, std::size_t lead, std::size_t count) {
+    const std::size_t n = min_size(16, width - c0), end = lead + count;
+    RowVector v;
+    v.store = V512::mask(n);
+    if (c0 >= lead && c0 < end) {
+      v.offset = c0 - lead;
+      v.load = V512::mask(min_size(n, end - c0));
+    } else if (c0 < lead && lead - c0 < n && count > 0) {
+      v.shift = static_cast<unsigned>(lead - c0);
+      v.load = V512::mask(min_size(n, end - c0) - v.shift);
+    }
+    return v;
+  }
+  static void put_row_vector(const RowVector& v, const float* s, float* d) {
+    __m512 x = _mm512_maskz_loadu_ps(v.load, s + v.offset);
+    if (v.shift != 0) {
+      const __m512i idx = _mm512_sub_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(static_cast<int>(v.shift)));
+      // Lane t < shift takes lane 16 - shift + t, which the load left 0 (it filled fewer lanes).
+      x = _mm512_permutexvar_ps(idx, x);
+    }
+    _mm512_mask_storeu_ps(d, v.store, x);
+  }
+  // Rows of one or two vectors (LeNet's) keep their masks in registers across the rows.
+  template <int NV>
+  static void copy_short_rows(const RowCopy& copy) {
+    const RowCopy cp = copy;  // a local copy: the stores below cannot change it, so it stays in registers
+    RowVector v[NV];
+    for (int i = 0; i < NV; ++i) v[i] = row_vector(std::size_t{16} * i, cp.width, cp.lead, cp.count);
+    for (std::size_t p = 0; p < cp.planes; ++p) {
+      const float* s = cp.src + p * cp.src_plane;
+      float* d = cp.dst + p * cp.dst_plane;
+      for (std::size_t r = 0; r < cp.rows; ++r) {
+        for (int i = 0; i < NV; ++i) put_row_vector(v[i], s + r * cp.src_pitch, d + r * cp.dst_pitch + 16 * i);
+      }
+    }
+  }
+  static void copy_rows(const RowCopy& copy) {
+    const RowCopy cp = copy;
+    if (cp.width <= 16) return copy_short_rows<1>(cp);
+    if (cp.width <= 32) return copy_short_rows<2>(cp);
+    for (std::size_t p = 0; p < cp.planes; ++p) {
+      for (std::size_t r = 0; r < cp.rows; ++r) {
+        for (std::size_t c0 = 0; c0 < cp.width; c0 += 16) {
+          put_row_vector(row_vector(c0, cp.width, cp.lead, cp.count), cp.src + p * cp.src_plane + r * cp.src_pitch,
+                         cp.dst + p * cp.dst_plane + r * cp.dst_pitch + c0);
+        }
+      }
     }
   }
 

@@ -60,9 +60,8 @@ using PackFn = void (*)(const Operand& src, std::size_t k, std::size_t w, float*
 using ActivateFn = void (*)(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope);
 // A 2x2, stride-2 max pool into ho rows of wo from rows `pitch` apart (cpu::max_pool_2x2).
 using MaxPoolFn = void (*)(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo);
-// Rows of `width` floats from rows src_pitch apart to rows dst_pitch apart (cpu::copy_rows).
-using CopyRowsFn = void (*)(const float* src, std::size_t src_pitch, float* dst, std::size_t dst_pitch,
-                            std::size_t rows, std::size_t width);
+// Short rows with zero margins (cpu::copy_rows).
+using CopyRowsFn = void (*)(const RowCopy& copy);
 
 struct KernelTable {
   Isa isa;
