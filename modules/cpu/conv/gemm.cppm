@@ -263,9 +263,17 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
   const std::int64_t pooled_plane = args.pooled ? args.y.shape[2] * args.y.shape[3] : 0;
   auto pool_task = [&](std::int64_t t, const float* result, std::int64_t pitch) {
     float* out = y + ((t / g.groups) * g.o + (t % g.groups) * g.og) * pooled_plane;
+    const std::int64_t pooled_h = args.y.shape[2];
+    const auto pooled_w = static_cast<std::size_t>(args.y.shape[3]);
+    if (g.ho == 2 * pooled_h) {
+      // Every row pooled: the channels' rows follow one another in `result` as in y, one call.
+      cpu::max_pool_2x2(result, static_cast<std::size_t>(pitch), out, static_cast<std::size_t>(g.og * pooled_h),
+                        pooled_w);
+      return;
+    }
     for (std::int64_t o = 0; o < g.og; ++o) {
       cpu::max_pool_2x2(result + o * g.ho * pitch, static_cast<std::size_t>(pitch), out + o * pooled_plane,
-                        static_cast<std::size_t>(args.y.shape[2]), static_cast<std::size_t>(args.y.shape[3]));
+                        static_cast<std::size_t>(pooled_h), pooled_w);
     }
   };
   // Runs task t's GEMM unless implicit (implicit_band): into the output (into `result`, to be

@@ -288,21 +288,23 @@ struct Avx512 {
     const auto pool_max = [](__m512 acc, __m512 v) {
       return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
     };
+    // 16 outputs from 32 columns of each row; the last group masked to what is left.
+    const auto pool16 = [&](const float* top, const float* bottom, float* out, __mmask16 lo_mask, __mmask16 hi_mask,
+                            __mmask16 out_mask) {
+      const __m512 lo = pool_max(_mm512_maskz_loadu_ps(lo_mask, top), _mm512_maskz_loadu_ps(lo_mask, bottom));
+      const __m512 hi = pool_max(_mm512_maskz_loadu_ps(hi_mask, top + 16), _mm512_maskz_loadu_ps(hi_mask, bottom + 16));
+      const __m512 pooled = pool_max(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+      _mm512_mask_storeu_ps(out, out_mask, pooled);
+    };
+    const std::size_t full = wo / 16 * 16, n = wo - full;
+    const __mmask16 all = V512::mask(16);
+    const __mmask16 lo_tail = V512::mask(min_size(16, 2 * n)), hi_tail = V512::mask(2 * n > 16 ? 2 * n - 16 : 0);
     for (std::size_t r = 0; r < ho; ++r) {
       const float* top = x + 2 * r * pitch;
       const float* bottom = top + pitch;
       float* out = y + r * wo;
-      for (std::size_t c = 0; c < wo; c += 16) {
-        const std::size_t n = min_size(16, wo - c);
-        const __mmask16 lo_mask = V512::mask(min_size(16, 2 * n));
-        const __mmask16 hi_mask = V512::mask(2 * n > 16 ? 2 * n - 16 : 0);
-        const __m512 lo =
-            pool_max(_mm512_maskz_loadu_ps(lo_mask, top + 2 * c), _mm512_maskz_loadu_ps(lo_mask, bottom + 2 * c));
-        const __m512 hi = pool_max(_mm512_maskz_loadu_ps(hi_mask, top + 2 * c + 16),
-                                   _mm512_maskz_loadu_ps(hi_mask, bottom + 2 * c + 16));
-        const __m512 pooled = pool_max(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
-        _mm512_mask_storeu_ps(out + c, V512::mask(n), pooled);
-      }
+      for (std::size_t c = 0; c < full; c += 16) pool16(top + 2 * c, bottom + 2 * c, out + c, all, all, all);
+      if (n != 0) pool16(top + 2 * full, bottom + 2 * full, out + full, lo_tail, hi_tail, V512::mask(n));
     }
   }
 
