@@ -89,62 +89,71 @@ void im2col(const T* x, const Geometry& g, const Window2d& win, T* cols, std::in
 void fill_phases(const float* x, const Geometry& g, const Window2d& win, const PhasePlanes& ph, float* planes,
                  std::int64_t c_begin, std::int64_t c_end, std::int64_t q_begin, std::int64_t q_end) {
   const std::int64_t plane = ph.qh * ph.qw;
-  // The planes at `slot` of every channel: plane row r, column t is input (r * sh + row0, t * sw +
-  // col0). Where they meet the input is the same for every channel.
-  const auto fill_slot = [&](std::int64_t slot, std::int64_t row0, std::int64_t col0) {
+  // The planes at `slot` of channels [c0, c1): plane row r, column t is input (r * sh +
+  // row0, t * sw + col0). Where they meet the input is the same for every channel.
+  const auto fill_slot = [&](std::int64_t slot, std::int64_t row0, std::int64_t col0, std::int64_t c0,
+                             std::int64_t c1) {
     const auto [in_lo, in_hi] = inside(row0, ph.sh, g.h, ph.qh);
     const std::int64_t r_lo = std::clamp(in_lo, q_begin, q_end);
     const std::int64_t r_hi = std::clamp(in_hi, r_lo, q_end);
     const auto [t_lo, t_hi] = inside(col0, ph.sw, g.w, ph.qw);
-    float* first_plane = planes + (c_begin * ph.used + slot) * plane;
+    float* first_plane = planes + (c0 * ph.used + slot) * plane;
     const std::int64_t plane_pitch = ph.used * plane;
-    for (std::int64_t c = c_begin; c < c_end; ++c) {
-      float* q = first_plane + (c - c_begin) * plane_pitch;
+    for (std::int64_t c = c0; c < c1; ++c) {
+      float* q = first_plane + (c - c0) * plane_pitch;
       zero(q + q_begin * ph.qw, (r_lo - q_begin) * ph.qw);
       zero(q + r_hi * ph.qw, (q_end - r_hi) * ph.qw);
     }
     if (r_lo == r_hi) return;
-    // The first element inside the input (when a column is), and its rows sh input rows apart.
-    const float* first = x + c_begin * g.h * g.w + (r_lo * ph.sh + row0) * g.w + col0 + t_lo * ph.sw;
+    // Where the first element inside the input is (when a column is), and its rows sh input rows apart.
+    const std::int64_t first = c0 * g.h * g.w + (r_lo * ph.sh + row0) * g.w + col0 + t_lo * ph.sw;
     const std::int64_t pitch = ph.sh * g.w;
     if (ph.sw == 1) {
       // Whole rows, their zero margins included, every channel in one call.
-      cpu::copy_rows({.src = t_lo < t_hi ? first : x,
+      cpu::copy_rows({.src = t_lo < t_hi ? x + first : x,
                       .src_pitch = static_cast<std::size_t>(pitch),
                       .src_plane = static_cast<std::size_t>(g.h * g.w),
                       .dst = first_plane + r_lo * ph.qw,
                       .dst_pitch = static_cast<std::size_t>(ph.qw),
                       .dst_plane = static_cast<std::size_t>(plane_pitch),
-                      .planes = static_cast<std::size_t>(c_end - c_begin),
+                      .planes = static_cast<std::size_t>(c1 - c0),
                       .rows = static_cast<std::size_t>(r_hi - r_lo),
                       .width = static_cast<std::size_t>(ph.qw),
                       .lead = static_cast<std::size_t>(t_lo),
                       .count = static_cast<std::size_t>(t_hi - t_lo)});
       return;
     }
-    for (std::int64_t c = c_begin; c < c_end; ++c) {
+    for (std::int64_t c = c0; c < c1; ++c) {
       for (std::int64_t r = r_lo; r < r_hi; ++r) {
-        float* __restrict out = first_plane + (c - c_begin) * plane_pitch + r * ph.qw;
+        float* __restrict out = first_plane + (c - c0) * plane_pitch + r * ph.qw;
         zero(out, t_lo);
         zero(out + t_hi, ph.qw - t_hi);
         if (t_lo == t_hi) continue;
-        const float* __restrict row = first + (c - c_begin) * g.h * g.w + (r - r_lo) * pitch;
+        const float* __restrict row = x + first + (c - c0) * g.h * g.w + (r - r_lo) * pitch;
         for (std::int64_t t = t_lo; t < t_hi; ++t) out[t] = row[(t - t_lo) * ph.sw];
       }
     }
   };
-  if (ph.by_column) {
-    // Plane (c, j): every padded row, from column j * dw on.
-    for (std::int64_t j = 0; j < win.kernel_w; ++j) fill_slot(j, -win.pad_h, j * win.dilation_w - win.pad_w);
-    return;
-  }
-  // Plane (c, a, b): padded rows a, a + sh, ..., of those columns b, b + sw, ...
-  for (std::int64_t a = 0; a < ph.sh; ++a) {
-    for (std::int64_t b = 0; b < ph.sw; ++b) {
-      const std::int64_t slot = ph.slot[static_cast<std::size_t>(a * ph.sw + b)];
-      if (slot >= 0) fill_slot(slot, a - win.pad_h, b - win.pad_w);
+  const auto fill_slots = [&](std::int64_t c0, std::int64_t c1) {
+    if (ph.by_column) {
+      // Plane (c, j): every padded row, from column j * dw on.
+      for (std::int64_t j = 0; j < win.kernel_w; ++j) {
+        fill_slot(j, -win.pad_h, j * win.dilation_w - win.pad_w, c0, c1);
+      }
+      return;
     }
-  }
+    // Plane (c, a, b): padded rows a, a + sh, ..., of those columns b, b + sw, ...
+    for (std::int64_t a = 0; a < ph.sh; ++a) {
+      for (std::int64_t b = 0; b < ph.sw; ++b) {
+        const std::int64_t slot = ph.slot[static_cast<std::size_t>(a * ph.sw + b)];
+        if (slot >= 0) fill_slot(slot, a - win.pad_h, b - win.pad_w, c0, c1);
+      }
+    }
+  };
+  // Rows copied whole: every channel in one call per slot. Gathered across (stride 2 and more):
+  // channel by channel, so that a channel's input stays in L1 while each of its phases is made.
+  if (ph.sw == 1) return fill_slots(c_begin, c_end);
+  for (std::int64_t c = c_begin; c < c_end; ++c) fill_slots(c, c + 1);
 }
 
 // The planes of an implicit-GEMM convolution (by stride phase, or `by_column`: see PhasePlanes)
