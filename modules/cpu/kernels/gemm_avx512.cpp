@@ -253,16 +253,16 @@ struct Avx512 {
     _mm512_mask_storeu_ps(d, v.store, x);
   }
   // Rows of one or two vectors (LeNet's) keep their masks in registers across the rows.
-  template <int NV>
+  template <std::size_t NV>
   static void copy_short_rows(const RowCopy& copy) {
     const RowCopy cp = copy;  // a local copy: the stores below cannot change it, so it stays in registers
     RowVector v[NV];
-    for (int i = 0; i < NV; ++i) v[i] = row_vector(std::size_t{16} * i, cp.width, cp.lead, cp.count);
+    for (std::size_t i = 0; i < NV; ++i) v[i] = row_vector(16 * i, cp.width, cp.lead, cp.count);
     for (std::size_t p = 0; p < cp.planes; ++p) {
       const float* s = cp.src + p * cp.src_plane;
       float* d = cp.dst + p * cp.dst_plane;
       for (std::size_t r = 0; r < cp.rows; ++r) {
-        for (int i = 0; i < NV; ++i) put_row_vector(v[i], s + r * cp.src_pitch, d + r * cp.dst_pitch + 16 * i);
+        for (std::size_t i = 0; i < NV; ++i) put_row_vector(v[i], s + r * cp.src_pitch, d + r * cp.dst_pitch + 16 * i);
       }
     }
   }
