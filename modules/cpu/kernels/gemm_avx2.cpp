@@ -150,34 +150,27 @@ struct Avx2 {
     activate_tile<V256>(c, ldc, m, n, act, slope);
   }
 
-  // Vector by vector along the row (columns [c0, c0 + 8)): lanes [a, b) come from the source, as
-  // a masked load, shifted up by a lanes where the vector begins in the leading zeros.
+  // Vector by vector along the row, as row_vector_plan says: a masked load, a permute where the
+  // vector shifts, a masked store.
   static void copy_rows(const RowCopy& copy) {
     const RowCopy cp = copy;  // a local copy: the stores below cannot change it, so it stays in registers
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const auto below = [&](std::size_t n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), iota); };
-    const std::size_t lead = cp.lead, end = cp.lead + cp.count;
     for (std::size_t p = 0; p < cp.planes; ++p) {
       for (std::size_t r = 0; r < cp.rows; ++r) {
         const float* s = cp.src + p * cp.src_plane + r * cp.src_pitch;
         float* d = cp.dst + p * cp.dst_plane + r * cp.dst_pitch;
         for (std::size_t c0 = 0; c0 < cp.width; c0 += 8) {
-          const std::size_t n = min_size(8, cp.width - c0);
-          __m256 x = _mm256_setzero_ps();
-          if (c0 >= lead && c0 < end) {
-            const std::size_t b = min_size(n, end - c0);
-            x = b == 8 ? _mm256_loadu_ps(s + (c0 - lead)) : _mm256_maskload_ps(s + (c0 - lead), below(b));
-          } else if (c0 < lead && lead - c0 < n && cp.count > 0) {
-            const std::size_t a = lead - c0;
-            const __m256 y = _mm256_maskload_ps(s, below(min_size(n, end - c0) - a));
-            const __m256i idx = _mm256_sub_epi32(iota, _mm256_set1_epi32(static_cast<int>(a)));
-            // Lane t < a takes lane 8 - a + t, which the load left 0 (it filled fewer lanes).
-            x = _mm256_permutevar8x32_ps(y, idx);
+          const RowVectorPlan v = row_vector_plan<8>(c0, cp.width, cp.lead, cp.count);
+          __m256 x = v.loaded == 8 ? _mm256_loadu_ps(s + v.offset) : _mm256_maskload_ps(s + v.offset, below(v.loaded));
+          if (v.shift != 0) {
+            // Lane t < shift takes lane 8 - shift + t, which the load left 0 (it filled fewer lanes).
+            x = _mm256_permutevar8x32_ps(x, _mm256_sub_epi32(iota, _mm256_set1_epi32(static_cast<int>(v.shift))));
           }
-          if (n == 8) {
+          if (v.stored == 8) {
             _mm256_storeu_ps(d + c0, x);
           } else {
-            _mm256_maskstore_ps(d + c0, below(n), x);
+            _mm256_maskstore_ps(d + c0, below(v.stored), x);
           }
         }
       }

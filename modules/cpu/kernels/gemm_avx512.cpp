@@ -221,26 +221,16 @@ struct Avx512 {
     activate_tile<V512>(c, ldc, m, n, act, slope);
   }
 
-  // How one vector of a padded row (columns [c0, c0 + 16)) is made: a masked load from the
-  // source row at `offset`, shifted up by `shift` lanes where it begins in the leading zeros, and
-  // a store masked to the row's width.
+  // One vector of a padded row (row_vector_plan's) with its lane counts as masks: a masked load,
+  // a permute where it shifts, a masked store.
   struct RowVector {
     std::size_t offset = 0;
     __mmask16 load = 0, store = 0;
     unsigned shift = 0;
   };
   static RowVector row_vector(std::size_t c0, std::size_t width, std::size_t lead, std::size_t count) {
-    const std::size_t n = min_size(16, width - c0), end = lead + count;
-    RowVector v;
-    v.store = V512::mask(n);
-    if (c0 >= lead && c0 < end) {
-      v.offset = c0 - lead;
-      v.load = V512::mask(min_size(n, end - c0));
-    } else if (c0 < lead && lead - c0 < n && count > 0) {
-      v.shift = static_cast<unsigned>(lead - c0);
-      v.load = V512::mask(min_size(n, end - c0) - v.shift);
-    }
-    return v;
+    const RowVectorPlan p = row_vector_plan<16>(c0, width, lead, count);
+    return {p.offset, V512::mask(p.loaded), V512::mask(p.stored), static_cast<unsigned>(p.shift)};
   }
   static void put_row_vector(const RowVector& v, const float* s, float* d) {
     __m512 x = _mm512_maskz_loadu_ps(v.load, s + v.offset);

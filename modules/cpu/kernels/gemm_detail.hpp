@@ -98,6 +98,27 @@ const KernelTable& avx512_kernels();
 constexpr std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 constexpr std::size_t min_size(std::size_t a, std::size_t b) { return a < b ? a : b; }
 
+// How the vector at columns [c0, c0 + L) of a RowCopy row (L lanes) is made: its first `loaded`
+// lanes read from the source row at `offset`, moved up by `shift` lanes where the vector begins
+// in the left zeros, its first `stored` lanes written. The lanes not loaded are 0.
+struct RowVectorPlan {
+  std::size_t offset = 0, loaded = 0, shift = 0, stored = 0;
+};
+template <std::size_t L>
+constexpr RowVectorPlan row_vector_plan(std::size_t c0, std::size_t width, std::size_t lead, std::size_t count) {
+  const std::size_t n = min_size(L, width - c0), end = lead + count;
+  RowVectorPlan v;
+  v.stored = n;
+  if (c0 >= lead && c0 < end) {
+    v.offset = c0 - lead;
+    v.loaded = min_size(n, end - c0);
+  } else if (c0 < lead && lead - c0 < n && count > 0) {
+    v.shift = lead - c0;
+    v.loaded = min_size(n, end - c0) - v.shift;
+  }
+  return v;
+}
+
 inline bool uses_packed_directly(const Operand& op, std::size_t panel, std::size_t block_k) {
   return op.packed != nullptr && op.packed->panel == panel && op.packed->block_k == block_k;
 }
