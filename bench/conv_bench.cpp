@@ -130,13 +130,16 @@ int main(int argc, char** argv) {
     algorithms.insert(algorithms.end(), {{"implicit", teeny::ConvAlgorithm::implicit},
                                          {"im2col", teeny::ConvAlgorithm::im2col},
                                          {"transposed", teeny::ConvAlgorithm::transposed},
-                                         {"winograd", teeny::ConvAlgorithm::winograd}});
+                                         {"winograd", teeny::ConvAlgorithm::winograd},
+                                         {"winograd_2x2", teeny::ConvAlgorithm::winograd_2x2}});
   }
   for (const ConvShape& s : shapes) {
     for (std::size_t threads : {1, 2}) {
       for (const Algorithm& a : algorithms) {
         const bool winograd_fits = s.kernel == 3 && s.stride == 1;
-        if (a.value == teeny::ConvAlgorithm::winograd && !winograd_fits) continue;  // it would run as auto
+        const bool winograd =
+            a.value == teeny::ConvAlgorithm::winograd || a.value == teeny::ConvAlgorithm::winograd_2x2;
+        if (winograd && !winograd_fits) continue;  // it would run as auto
         const std::string name = std::string("conv/") + s.name + "/threads:" + std::to_string(threads) + "/" + a.name;
         benchmark::RegisterBenchmark(
             name.c_str(), [&s, threads, a](benchmark::State& state) { run_conv(state, s, threads, a.value); })

@@ -7,8 +7,8 @@
 //    input (1x1), from zero-padded planes in place (implicit: by stride phase, or one per kernel
 //    column where that saves more GEMM columns than the copies cost), written out (im2col), or
 //    with pixels as rows (transposed); f64 always takes the input or the im2col matrix (dgemm);
-//  - winograd.cppm: 3x3 stride-1 convolutions as Winograd F(4x4, 3x3), 36 GEMMs on transformed
-//    tiles (f32; not in embedded builds);
+//  - winograd.cppm: 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) or F(2x2, 3x3), 36 or 16
+//    GEMMs on transformed tiles (f32; not in embedded builds);
 //  - direct.cppm: depthwise convolutions (one input channel per group), run directly;
 //  - backward.cppm: the backward, in training builds;
 //  - common.cppm: what they share.
@@ -168,7 +168,9 @@ Result<ConvStateOf<T>> prepare_unpooled(const ConvArgs<T>& args, CpuContext& cpu
       if (!plan_phases(g, win, planes_by_column(g, win, state.threads), state, cpu.memory())) {
         return fail(Errc::out_of_memory, "cannot allocate the tables of ", g.k, " convolution windows");
       }
-      state.method = choose_method(g, win, state.phases, cpu.options().conv, state.threads);
+      const MethodChoice choice = choose_method(g, win, state.phases, cpu.options().conv, state.threads);
+      state.method = choice.method;
+      state.winograd.plane.m = choice.winograd_tile;
       if (state.method != ConvMethod::implicit) {
         state.row_offsets = {};
         state.phases = {};

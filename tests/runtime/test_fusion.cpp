@@ -223,6 +223,8 @@ TEST_CASE("a residual add after a convolution is folded into it, its activation 
       {"3x3 padded, batch 2, transposed", {2, 16, 7, 7, 16, 3, 3, 1, 1, 1}, A::transposed, true},
       {"3x3 padded, Winograd (partial tiles)", {2, 4, 9, 9, 4, 3, 3, 1, 1, 1}, A::winograd, true},
       {"3x3 padded, batch 1, Winograd", {1, 16, 7, 7, 16, 3, 3, 1, 1, 1}, A::winograd, false},
+      {"3x3 padded, Winograd 2x2 (partial tiles)", {2, 4, 9, 9, 4, 3, 3, 1, 1, 1}, A::winograd_2x2, true},
+      {"3x3 padded, batch 1, Winograd 2x2", {1, 16, 7, 7, 16, 3, 3, 1, 1, 1}, A::winograd_2x2, true},
       {"1x1, the input as it is", {2, 6, 5, 5, 6, 1, 1, 1, 0, 1}, A::automatic, true},
       {"depthwise", {2, 5, 8, 8, 5, 3, 3, 1, 1, 5}, A::automatic, true},
   };
@@ -377,6 +379,7 @@ TEST_CASE("a max pool after a convolution is folded into it, after its activatio
        true},
       {"transposed, 2x2", {2, 16, 8, 8, 16, 3, 3, 1, 1, 1}, {2, 2, 0, false}, A::transposed, Act::relu, false},
       {"Winograd, 2x2", {2, 4, 9, 9, 4, 3, 3, 1, 1, 1}, {2, 2, 0, false}, A::winograd, Act::relu, true},
+      {"Winograd F(2x2), 2x2", {1, 8, 7, 7, 8, 3, 3, 1, 1, 1}, {2, 2, 0, false}, A::winograd_2x2, Act::relu, true},
       {"depthwise, 2x2", {2, 5, 8, 8, 5, 3, 3, 1, 1, 5}, {2, 2, 0, false}, A::automatic, Act::relu, false},
       {"an activation the GEMM does not apply (softplus)",
        {2, 3, 8, 8, 4, 3, 3, 1, 1, 1},

@@ -178,7 +178,7 @@ bool one_gemm_per_task(const Geometry& g, std::int64_t threads) { return enough_
 template <class State>
 ConvScratch scratch_layout(const Geometry& g, const State& state) {
   ConvScratch l = conv_scratch(state.method, g.k, g.p, g.og, g.ho, g.wo, state.phases.floats, state.phases.qw, g.cg,
-                               state.winograd.stride, state.winograd.staging);
+                               state.winograd.plane.points(), state.winograd.stride, state.winograd.staging);
   if (state.pool_in_scratch && l.result == 0) {
     // The GEMM writes an image's output here to be pooled (at 16 floats at least: offset 0 means
     // no result area).

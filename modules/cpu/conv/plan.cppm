@@ -18,26 +18,33 @@ import :conv_common;
 
 namespace teeny::conv {
 
+/// A convolution's method, and for Winograd its tile: outputs per side, 2 or 4.
+struct MethodChoice {
+  ConvMethod method = ConvMethod::im2col;
+  std::int64_t winograd_tile = 4;
+};
+
 bool winograd_fits(const Geometry& g, const Window2d& win) {
   return teeny::winograd_fits(win.kernel_h, win.kernel_w, win.stride_h, win.stride_w, win.dilation_h, win.dilation_w,
                               g.cg, g.groups);
 }
 
 // Estimated cycles of one Winograd work item: `count` tiles of a block for `outs` output channels.
-// 36 GEMMs (the tiles as columns, read in place or packed), the input transform of the block
-// (about 200 cycles per channel for each run of up to `lanes` tiles of one tile row, its staging
-// included) and the output transform (150 per output channel and run), and the item's transformed
-// filters, read at 16 bytes a cycle: 4x the bytes of the plain weights, which is what rules
-// Winograd out for wide layers on small maps at batch 1.
+// A GEMM per point (the tiles as columns, read in place or packed), the input transform of the
+// block (for F(4x4, 3x3) about 200 cycles per channel for each run of up to `lanes` tiles of one
+// tile row, its staging included) and the output transform (150 per output channel and run), both
+// in proportion to the points for F(2x2, 3x3), and the item's transformed filters, read at 16 bytes
+// a cycle: 4x (F(2x2): 1.8x) the bytes of the plain weights, which is what rules F(4x4) out for
+// wide layers on small maps at batch 1.
 double winograd_item_cycles(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t count, std::int64_t outs,
                             cpu::GemmTile tile, std::int64_t lanes) {
-  constexpr auto points = static_cast<double>(cpu::winograd::kPoints);
+  const auto points = static_cast<double>(plane.points());
   const double packing = tile.rows_in_place ? 0.0 : 0.5 * static_cast<double>(g.cg * count);
   const double gemms = points * (gemm_cycles(outs, count, g.cg, tile) + packing);
   const std::int64_t per_row = std::min(count, plane.tiles_w);
   const auto runs =
       static_cast<double>(((count + plane.tiles_w - 1) / plane.tiles_w) * ((per_row + lanes - 1) / lanes));
-  const double transforms = runs * static_cast<double>(200 * g.cg + 150 * outs);
+  const double transforms = runs * static_cast<double>(200 * g.cg + 150 * outs) * points / 36.0;
   const double filters = points * static_cast<double>(outs * g.cg) * 4.0 / 16.0;
   return gemms + transforms + filters;
 }
@@ -65,7 +72,7 @@ double winograd_cycles(const Geometry& g, const cpu::winograd::Plane& plane, Win
 // share of the filters, and transforms the input itself).
 WinogradSplit winograd_split(const Geometry& g, const cpu::winograd::Plane& plane, std::int64_t threads) {
   const std::int64_t tiles = g.n * plane.tiles();
-  const WinogradSplit whole{winograd_block(g.cg, g.og, tiles), 1};
+  const WinogradSplit whole{winograd_block(g.cg, g.og, tiles, plane.points()), 1};
   const std::int64_t items = g.groups * ((tiles + whole.block - 1) / whole.block);
   if (enough_to_go_round(items, threads)) return whole;
   const WinogradSplit by_tiles{std::max<std::int64_t>(1, std::min(whole.block, (tiles + threads - 1) / threads)), 1};
@@ -113,19 +120,23 @@ bool planes_by_column(const Geometry& g, const Window2d& win, std::int64_t threa
 // other copies. When each GEMM is split over the threads, the cost is one thread's: an implicit
 // GEMM's band of output rows and the plane rows it reads, or a share of the others' GEMM and
 // copies, plus the transposed GEMM's packing of its whole columns operand, which every thread
-// does for its share of the output channels. Winograd, where it fits: winograd_cycles.
+// does for its share of the output channels. Winograd, where it fits: winograd_cycles, for the
+// cheaper of its two tile sizes.
 // A forced method (CpuOptions::conv) is taken where it fits; a forced Winograd that does not fit
 // falls back to the cheapest of the others.
-ConvMethod choose_method(const Geometry& g, const Window2d& win, const PhasePlanes& ph, ConvAlgorithm algorithm,
-                         std::int64_t threads) {
+MethodChoice choose_method(const Geometry& g, const Window2d& win, const PhasePlanes& ph, ConvAlgorithm algorithm,
+                           std::int64_t threads) {
   const bool winograd = winograd_fits(g, win);
   switch (algorithm) {
     case ConvAlgorithm::automatic: break;
-    case ConvAlgorithm::implicit: return ConvMethod::implicit;
-    case ConvAlgorithm::im2col: return ConvMethod::im2col;
-    case ConvAlgorithm::transposed: return ConvMethod::transposed;
+    case ConvAlgorithm::implicit: return {ConvMethod::implicit};
+    case ConvAlgorithm::im2col: return {ConvMethod::im2col};
+    case ConvAlgorithm::transposed: return {ConvMethod::transposed};
     case ConvAlgorithm::winograd:
-      if (winograd) return ConvMethod::winograd;
+      if (winograd) return {ConvMethod::winograd, 4};
+      break;
+    case ConvAlgorithm::winograd_2x2:
+      if (winograd) return {ConvMethod::winograd, 2};
       break;
   }
   const cpu::GemmTile tile = cpu::gemm_tile();
@@ -133,9 +144,14 @@ ConvMethod choose_method(const Geometry& g, const Window2d& win, const PhasePlan
   const bool split = !one_gemm_per_task(g, threads);
   const double share = split ? 1.0 / static_cast<double>(threads) : 1.0;
   double winograd_cost = 0;
+  std::int64_t winograd_tile = 4;
   if (winograd && algorithm == ConvAlgorithm::automatic) {
-    const cpu::winograd::Plane plane = cpu::winograd::plane_of(g.h, g.w, win.pad_h, win.pad_w);
-    winograd_cost = winograd_cycles(g, plane, winograd_split(g, plane, threads), threads, tile, cpu::winograd::lanes());
+    for (const std::int64_t m : {4, 2}) {
+      const cpu::winograd::Plane plane = cpu::winograd::plane_of(g.h, g.w, win.pad_h, win.pad_w, m);
+      const double cost =
+          winograd_cycles(g, plane, winograd_split(g, plane, threads), threads, tile, cpu::winograd::lanes());
+      if (m == 4 || cost < winograd_cost) winograd_cost = cost, winograd_tile = m;
+    }
   }
   const struct {
     ConvMethod method;
@@ -153,7 +169,7 @@ ConvMethod choose_method(const Geometry& g, const Window2d& win, const PhasePlan
   for (std::size_t i = 1; i < std::size(options); ++i) {
     if (options[i].allowed && options[i].cycles < options[best].cycles) best = i;
   }
-  return options[best].method;
+  return {options[best].method, winograd_tile};
 }
 
 }  // namespace teeny::conv

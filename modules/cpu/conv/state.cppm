@@ -49,7 +49,8 @@ struct ConvScratch {
 };
 
 /// How a convolution that is not depthwise runs (see cpu/conv.cppm): a GEMM per image and group
-/// on its im2col operand, made in one of four ways, or Winograd's 36 GEMMs on transformed tiles.
+/// on its im2col operand, made in one of four ways, or Winograd's GEMMs on transformed tiles (36
+/// for F(4x4, 3x3), 16 for F(2x2, 3x3)).
 enum class ConvMethod : std::uint8_t { input, implicit, im2col, transposed, winograd };
 
 /// How a Winograd convolution's work is cut into items: blocks of `block` tiles of an image, each
@@ -59,7 +60,7 @@ struct WinogradSplit {
   std::int64_t parts = 1;
 };
 
-/// Winograd F(4x4, 3x3): tiles are transformed, multiplied and written back in items (`split`),
+/// Winograd F(m x m, 3x3) (m: plane.m): tiles are transformed, multiplied and written back in items (`split`),
 /// each block's values `stride` floats apart per channel (block + the lanes' slack); the input
 /// transform works in `staging` floats of scratch.
 struct WinogradPlan {
@@ -79,7 +80,7 @@ struct WinogradPlan {
 template <CpuReal T>
 struct ConvStateOf {
   // f32, per group: W_g as the A operand (W_g^T as B: transposed); Winograd: per group, share of
-  // the output channels and point, the transformed filters U[xi] ((group * parts + part) * 36 + xi).
+  // the output channels and point, the transformed filters U[xi] ((group * parts + part) * points + xi).
   cpu::MemoryArray<cpu::PackedMatrix> weights;
   ConvMethod method = ConvMethod::im2col;
   std::int64_t threads = 1;  // what the work is spread over: the pool's threads, or fewer (conv_threads)
@@ -101,17 +102,18 @@ struct ConvStateOf {
 using ConvState = ConvStateOf<float>;
 
 /// Floats between two points' matrices of a Winograd block (`rows` channels `stride` apart): 16 more
-/// than they take, so that the 36 points' values of a tile, which the transforms read or write
+/// than they take, so that the points' values of a tile, which the transforms read or write
 /// together, fall in different sets of the L1 cache rather than all in one.
 constexpr std::int64_t winograd_point_floats(std::int64_t rows, std::int64_t stride) { return rows * stride + 16; }
 
 /// The per-worker scratch layout of one image's group run as `method`: k rows of p output pixels,
 /// og output channels of ho x wo; for implicit, the phase planes' floats and width qw; for
-/// Winograd, the input channels cg and the plan's block stride and staging (after the transformed
-/// input).
+/// Winograd, the input channels cg, the transformed tile's points and the plan's block stride and
+/// staging (after the transformed input).
 constexpr ConvScratch conv_scratch(ConvMethod method, std::int64_t k, std::int64_t p, std::int64_t og, std::int64_t ho,
                                    std::int64_t wo, std::int64_t phase_floats, std::int64_t qw, std::int64_t cg = 0,
-                                   std::int64_t winograd_stride = 0, std::int64_t winograd_staging = 0) {
+                                   std::int64_t winograd_points = 0, std::int64_t winograd_stride = 0,
+                                   std::int64_t winograd_staging = 0) {
   ConvScratch l;
   std::int64_t result = 0;
   switch (method) {
@@ -126,8 +128,8 @@ constexpr ConvScratch conv_scratch(ConvMethod method, std::int64_t k, std::int64
       result = p * og;
       break;
     case ConvMethod::winograd:
-      l.columns = cpu::winograd::kPoints * winograd_point_floats(cg, winograd_stride) + winograd_staging;
-      result = cpu::winograd::kPoints * winograd_point_floats(og, winograd_stride);
+      l.columns = winograd_points * winograd_point_floats(cg, winograd_stride) + winograd_staging;
+      result = winograd_points * winograd_point_floats(og, winograd_stride);
       break;
   }
   const std::int64_t columns_end = (l.columns + 15) / 16 * 16;  // the result starts 64-byte aligned
@@ -137,20 +139,20 @@ constexpr ConvScratch conv_scratch(ConvMethod method, std::int64_t k, std::int64
 }
 
 /// Tiles a Winograd convolution transforms and multiplies at once, of `tiles` (a group's, across
-/// the batch's images): those in as few blocks as keep a block's transformed input and output (36 * (cg + og)
-/// floats per tile) within about 2 MiB (the L2 cache of recent cores, and some of L3), split
+/// the batch's images): those in as few blocks as keep a block's transformed input and output
+/// (points * (cg + og) floats per tile) within about 2 MiB (the L2 cache of recent cores, and some of L3), split
 /// evenly and rounded up to whole vectors of 16 tiles. Measured on Zen 4 (ResNet-18's 3x3 layers,
 /// 16 to 196 tiles), blocks from 48 tiles up all run within noise of each other; smaller ones
 /// lose up to 20 %.
-constexpr std::int64_t winograd_block(std::int64_t cg, std::int64_t og, std::int64_t tiles) {
+constexpr std::int64_t winograd_block(std::int64_t cg, std::int64_t og, std::int64_t tiles, std::int64_t points) {
   if (tiles <= 0) return 1;
-  const std::int64_t per_tile = cpu::winograd::kPoints * (cg + og) * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t per_tile = points * (cg + og) * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t fit = std::max<std::int64_t>(16, (std::int64_t{2} << 20) / std::max<std::int64_t>(1, per_tile));
   const std::int64_t blocks = (tiles + fit - 1) / fit;
   return std::min(tiles, ((tiles + blocks - 1) / blocks + 15) / 16 * 16);
 }
 
-/// Whether a convolution can run as Winograd F(4x4, 3x3): 3x3, stride 1, no dilation, f32, and
+/// Whether a convolution can run as Winograd (F(4x4, 3x3) or F(2x2, 3x3)): 3x3, stride 1, no dilation, f32, and
 /// not depthwise. Embedded builds leave Winograd out (its filters take 4x the memory).
 constexpr bool winograd_fits(std::int64_t kernel_h, std::int64_t kernel_w, std::int64_t stride_h, std::int64_t stride_w,
                              std::int64_t dilation_h, std::int64_t dilation_w, std::int64_t cg, std::int64_t groups) {
@@ -223,20 +225,26 @@ constexpr KernelMemory conv_memory(const ConvSizes& s) {
                   cpu::gemm_workspace_bytes_bound({uog, static_cast<std::size_t>(p), uk}, true, false),
                   cpu::gemm_workspace_bytes_bound({static_cast<std::size_t>(p), uog, uk}, false, true)});
     if (winograd_fits(s.kernel_h, s.kernel_w, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, cg, s.groups)) {
-      const cpu::winograd::Plane plane = cpu::winograd::plane_of(s.h, s.w, s.pad_h, s.pad_w);
-      const std::int64_t block = winograd_block(cg, og, s.n * plane.tiles());  // blocks span the images
-      const std::int64_t stride = block + cpu::winograd::kMaxLanes;
-      const std::int64_t staging = cpu::winograd::input_staging_floats(plane, block);
-      const auto points = static_cast<std::size_t>(s.groups * cpu::winograd::kPoints);
-      m.state += block_piece(bytes(cpu::winograd::kPoints * og * cg, sizeof(float))) +  // U, unpacked
-                 block_piece(points * sizeof(cpu::PackedMatrix)) +
-                 points * block_piece(cpu::packed_bytes_bound(static_cast<std::size_t>(cg), uog)) +
-                 block_piece(bytes(cg, sizeof(std::ptrdiff_t)));
-      scratch =
-          std::max(scratch, conv_scratch(ConvMethod::winograd, k, p, og, s.ho, s.wo, 0, 0, cg, stride, staging).total);
-      m.workspace = std::max(m.workspace,
-                             cpu::gemm_workspace_bytes_bound(
-                                 {uog, static_cast<std::size_t>(stride), static_cast<std::size_t>(cg)}, true, false));
+      // Either tile size's: the planner picks one at load.
+      std::size_t state = 0;
+      for (const std::int64_t tile : {2, 4}) {
+        const cpu::winograd::Plane plane = cpu::winograd::plane_of(s.h, s.w, s.pad_h, s.pad_w, tile);
+        const std::int64_t block = winograd_block(cg, og, s.n * plane.tiles(), plane.points());  // across images
+        const std::int64_t stride = block + cpu::winograd::kMaxLanes;
+        const std::int64_t staging = cpu::winograd::input_staging_floats(plane, block);
+        const auto points = static_cast<std::size_t>(s.groups * plane.points());
+        state = std::max(state, block_piece(bytes(plane.points() * og * cg, sizeof(float))) +  // U, unpacked
+                                    block_piece(points * sizeof(cpu::PackedMatrix)) +
+                                    points * block_piece(cpu::packed_bytes_bound(static_cast<std::size_t>(cg), uog)) +
+                                    block_piece(bytes(cg, sizeof(std::ptrdiff_t))));
+        scratch = std::max(
+            scratch,
+            conv_scratch(ConvMethod::winograd, k, p, og, s.ho, s.wo, 0, 0, cg, plane.points(), stride, staging).total);
+        m.workspace = std::max(m.workspace,
+                               cpu::gemm_workspace_bytes_bound(
+                                   {uog, static_cast<std::size_t>(stride), static_cast<std::size_t>(cg)}, true, false));
+      }
+      m.state += state;
     }
     m.scratch = bytes(scratch, sizeof(float));
     return m;

@@ -1,11 +1,11 @@
-// teeny.cpu:conv_winograd — 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) (see
-// cpu/kernels/winograd.hpp): a group's 4x4 output tiles, image after image, are cut into blocks;
-// a block is transformed (B^T d B, into the worker's scratch), multiplied by the transformed
-// filters in 36 GEMMs (one per point of a 6x6 transformed tile, the filters packed at load, the
-// tiles read as rows in place) and transformed back (A^T M A) with the bias, a folded residual add
-// and ReLU applied as the outputs are written. Blocks span images, so that a batch of small maps
-// still gives the GEMMs wide operands; they go round the threads, and where there are too few
-// (batch 1) a block's tiles or its output channels are split between the threads.
+// teeny.cpu:conv_winograd — 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) or F(2x2, 3x3) (see
+// cpu/kernels/winograd.hpp; the planner picks the tile): a group's m x m output tiles, image after
+// image, are cut into blocks; a block is transformed (B^T d B, into the worker's scratch),
+// multiplied by the transformed filters in one GEMM per point of an (m + 2) x (m + 2) transformed
+// tile (36 or 16; the filters packed at load, the tiles read as rows in place) and transformed back
+// (A^T M A) with the bias, a folded residual add and ReLU applied as the outputs are written. Blocks span images, so
+// that a batch of small maps still gives the GEMMs wide operands; they go round the threads, and where there are too
+// few (batch 1) a block's tiles or its output channels are split between the threads.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -37,19 +37,19 @@ std::pair<std::int64_t, std::int64_t> winograd_part(const Geometry& g, const Win
 
 // Transforms the filters of every group (`weights`: [o][cg][3][3], a folded BatchNorm applied)
 // and packs each share's matrix of each point as the GEMM's A operand, into `state.weights`, whose
-// table exists already (entries already packed are refilled in place). `u` holds one group's 36
-// unpacked matrices.
+// table exists already (entries already packed are refilled in place). `u` holds one group's
+// unpacked matrices, one per point.
 bool pack_winograd_filters(const Geometry& g, const float* weights, float* u, ConvState& state, cpu::Memory& memory) {
   const WinogradSplit& split = state.winograd.split;
+  const std::int64_t points = state.winograd.plane.points();
   const std::int64_t matrix = g.og * g.cg;
   const auto cg = static_cast<std::size_t>(g.cg);
   for (std::int64_t group = 0; group < g.groups; ++group) {
-    wg::transform_filters(weights + group * matrix * 9, g.og, g.cg, u);
+    wg::transform_filters(weights + group * matrix * 9, g.og, g.cg, state.winograd.plane.m, u);
     for (std::int64_t part = 0; part < split.parts; ++part) {
       const auto [begin, end] = winograd_part(g, split, part);
-      for (std::int64_t xi = 0; xi < wg::kPoints; ++xi) {
-        cpu::PackedMatrix& packed =
-            state.weights[static_cast<std::size_t>((group * split.parts + part) * wg::kPoints + xi)];
+      for (std::int64_t xi = 0; xi < points; ++xi) {
+        cpu::PackedMatrix& packed = state.weights[static_cast<std::size_t>((group * split.parts + part) * points + xi)];
         const float* rows = u + xi * matrix + begin * g.cg;
         if (packed.ok()) {
           cpu::repack(packed, rows, cg, false);
@@ -63,18 +63,19 @@ bool pack_winograd_filters(const Geometry& g, const float* weights, float* u, Co
   return true;
 }
 
-// f32, 3x3 stride 1 (winograd_fits): the work split, the transformed filters packed, and the
-// scratch and GEMM workspace reserved.
+// f32, 3x3 stride 1 (winograd_fits), the tile size in plan.plane.m: the work split, the
+// transformed filters packed, and the scratch and GEMM workspace reserved.
 Result<ConvState> plan_winograd(const Geometry& g, const Window2d& win, const float* weights, ConvState state,
                                 CpuContext& cpu) {
   WinogradPlan& plan = state.winograd;
-  plan.plane = wg::plane_of(g.h, g.w, win.pad_h, win.pad_w);
+  plan.plane = wg::plane_of(g.h, g.w, win.pad_h, win.pad_w, plan.plane.m);
+  const std::int64_t points = plan.plane.points();
   plan.split = winograd_split(g, plan.plane, state.threads);
   plan.stride = plan.split.block + wg::kMaxLanes;
   plan.staging = wg::input_staging_floats(plan.plane, plan.split.block);
   plan.rows = cpu::MemoryArray<std::ptrdiff_t>(cpu.memory(), static_cast<std::size_t>(g.cg));
-  const auto points = static_cast<std::size_t>(g.groups * plan.split.parts * wg::kPoints);
-  state.weights = cpu::MemoryArray<cpu::PackedMatrix>(cpu.memory(), points);
+  state.weights =
+      cpu::MemoryArray<cpu::PackedMatrix>(cpu.memory(), static_cast<std::size_t>(g.groups * plan.split.parts * points));
   if (!plan.rows.ok() || !state.weights.ok()) {
     return fail(Errc::out_of_memory, "cannot allocate the tables of a Winograd convolution (", g.groups, " groups, ",
                 g.cg, " input channels)");
@@ -82,11 +83,11 @@ Result<ConvState> plan_winograd(const Geometry& g, const Window2d& win, const fl
   for (std::int64_t c = 0; c < g.cg; ++c) plan.rows[static_cast<std::size_t>(c)] = c * plan.stride;
   // The transformed filters, unpacked: packed from, then given back (training builds keep them to
   // refresh the packed ones without allocating).
-  const auto matrices = static_cast<std::size_t>(wg::kPoints * g.og * g.cg);
+  const auto matrices = static_cast<std::size_t>(points * g.og * g.cg);
   cpu::MemoryArray<float> u(cpu.memory(), matrices);
   if (!u.ok() || !pack_winograd_filters(g, weights, u.data(), state, cpu.memory())) {
-    return fail(Errc::out_of_memory, "cannot allocate the transformed filters of a Winograd convolution (36 x ", g.og,
-                " x ", g.cg, " floats per group)");
+    return fail(Errc::out_of_memory, "cannot allocate the transformed filters of a Winograd convolution (", points,
+                " x ", g.og, " x ", g.cg, " floats per group)");
   }
 #if TEENY_TRAINING
   plan.filters = std::move(u);
@@ -112,6 +113,7 @@ void run_winograd(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu
   const Epilogue& act = args.epilogue;
   const bool relu = act.active && act.fn == UnaryFn::relu;  // applied as the outputs are written
   const std::int64_t per_image = plan.plane.tiles();
+  const std::int64_t points = plan.plane.points();
   const std::int64_t tiles = g.n * per_image;  // a group's tiles, image by image
   const std::int64_t blocks = (tiles + split.block - 1) / split.block;
   const auto cg = static_cast<std::size_t>(g.cg);
@@ -139,14 +141,14 @@ void run_winograd(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu
         t += n;
       }
     };
-    float* staging = scratch + wg::kPoints * v.point_stride;
+    float* staging = scratch + points * v.point_stride;
     for_each_image([&](std::int64_t image, std::int64_t image_first, std::int64_t n, std::int64_t column) {
       const float* in = args.x.data + (image * g.c + group * g.cg) * g.h * g.w;
       wg::transform_input(in, g.cg, plan.plane, image_first, n, {v.data + column, v.point_stride, v.row_stride},
                           staging);
     });
-    const std::int64_t weights = (group * split.parts + part) * wg::kPoints;
-    for (std::int64_t xi = 0; xi < wg::kPoints; ++xi) {
+    const std::int64_t weights = (group * split.parts + part) * points;
+    for (std::int64_t xi = 0; xi < points; ++xi) {
       const cpu::RowTable rows{v.data + xi * v.point_stride, plan.rows.data()};
       cpu::sgemm({static_cast<std::size_t>(end - begin), static_cast<std::size_t>(count), cg},
                  state.weights[static_cast<std::size_t>(weights + xi)], rows, m.data + xi * m.point_stride, stride,

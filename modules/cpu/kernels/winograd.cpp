@@ -1,5 +1,6 @@
-// Winograd F(4x4, 3x3): the filter transform (in double, once per load), the portable transforms
-// (4 tiles per vector, the baseline target's width) and the choice of the active instruction set's.
+// Winograd F(4x4, 3x3) and F(2x2, 3x3): the filter transforms (in double, once per load), the
+// portable input and output transforms (4 tiles per vector, the baseline target's width) and the
+// choice of the active instruction set's.
 #include "winograd.hpp"
 
 #include "gemm.hpp"
@@ -20,9 +21,9 @@ const detail::Transforms& active() {
   return portable;
 }
 
-// G (6 x 3): the filter polynomial evaluated at the points 0, 1, -1, 2, -2 (each row scaled) and
-// infinity.
-constexpr double kG[6][3] = {
+// G ((m + 2) x 3): the filter polynomial evaluated at the interpolation points (each row scaled)
+// and infinity. F(4x4, 3x3): 0, 1, -1, 2, -2; F(2x2, 3x3): 0, 1, -1.
+constexpr double kG4[6][3] = {
     {1.0 / 4, 0, 0},
     {-1.0 / 6, -1.0 / 6, -1.0 / 6},
     {-1.0 / 6, 1.0 / 6, -1.0 / 6},
@@ -30,27 +31,42 @@ constexpr double kG[6][3] = {
     {1.0 / 24, -1.0 / 12, 1.0 / 6},
     {0, 0, 1},
 };
+constexpr double kG2[4][3] = {
+    {1, 0, 0},
+    {1.0 / 2, 1.0 / 2, 1.0 / 2},
+    {1.0 / 2, -1.0 / 2, 1.0 / 2},
+    {0, 0, 1},
+};
 
-}  // namespace
-
-void transform_filters(const float* w, std::int64_t outs, std::int64_t ins, float* u) {
+template <int N>
+void transform_filters_with(const double (&kg)[N][3], const float* w, std::int64_t outs, std::int64_t ins, float* u) {
   const std::int64_t matrix = outs * ins;
   for (std::int64_t o = 0; o < outs; ++o) {
     for (std::int64_t c = 0; c < ins; ++c) {
       const float* g = w + (o * ins + c) * 9;
-      double gg[6][3];  // G g
-      for (int a = 0; a < 6; ++a) {
+      double gg[N][3];  // G g
+      for (int a = 0; a < N; ++a) {
         for (int j = 0; j < 3; ++j) {
-          gg[a][j] = kG[a][0] * g[j] + kG[a][1] * g[3 + j] + kG[a][2] * g[6 + j];
+          gg[a][j] = kg[a][0] * g[j] + kg[a][1] * g[3 + j] + kg[a][2] * g[6 + j];
         }
       }
-      for (int a = 0; a < 6; ++a) {
-        for (int b = 0; b < 6; ++b) {  // (G g) G^T
-          const double value = gg[a][0] * kG[b][0] + gg[a][1] * kG[b][1] + gg[a][2] * kG[b][2];
-          u[(a * 6 + b) * matrix + o * ins + c] = static_cast<float>(value);
+      for (int a = 0; a < N; ++a) {
+        for (int b = 0; b < N; ++b) {  // (G g) G^T
+          const double value = gg[a][0] * kg[b][0] + gg[a][1] * kg[b][1] + gg[a][2] * kg[b][2];
+          u[(a * N + b) * matrix + o * ins + c] = static_cast<float>(value);
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+void transform_filters(const float* w, std::int64_t outs, std::int64_t ins, std::int64_t m, float* u) {
+  if (m == 2) {
+    transform_filters_with(kG2, w, outs, ins, u);
+  } else {
+    transform_filters_with(kG4, w, outs, ins, u);
   }
 }
 

@@ -1,6 +1,6 @@
 // The Winograd input and output transforms, written once over the vector width L (tiles per
-// vector) with the compilers' generic vector types, and compiled per instruction set
-// (winograd*.cpp), like the GEMM's kernels. See winograd.hpp.
+// vector) and the tile size M (outputs per tile side: 2 or 4) with the compilers' generic vector
+// types, and compiled per instruction set (winograd*.cpp), like the GEMM's kernels. See winograd.hpp.
 #pragma once
 
 #include <algorithm>
@@ -46,7 +46,11 @@ struct Lanes {
     return v;
   }
 
-  // Elements j, j + 4, j + 8, ... of the 4L floats in a0..a3.
+  // Elements J, J + 2, J + 4, ... of the 2L floats in a, b; J, J + 4, ... of the 4L in a0..a3.
+  template <int J, std::size_t... I>
+  static V every_second(V a, V b, std::index_sequence<I...>) {
+    return __builtin_shufflevector(a, b, static_cast<int>(2 * I + J)...);
+  }
   template <int J, std::size_t... I>
   static Half every_fourth(V a, V b, std::index_sequence<I...>) {
     return __builtin_shufflevector(a, b, static_cast<int>(4 * I + J)...);
@@ -60,25 +64,33 @@ struct Lanes {
     constexpr auto half = std::make_index_sequence<L / 2>{};
     return join(every_fourth<J>(a0, a1, half), every_fourth<J>(a2, a3, half), std::make_index_sequence<L>{});
   }
-  // v shifted down one lane, `last` in the top lane: elements 4 + j, 8 + j, ... from column j.
+  // v shifted down one lane, `last` in the top lane: elements M + j, 2M + j, ... from column j.
   template <std::size_t... I>
   static V next(V v, V last, std::index_sequence<I...>) {
     return __builtin_shufflevector(v, last, static_cast<int>(I + 1)...);
   }
 
-  // The six patch columns of row `p` (4L + 2 floats): x[j][l] = p[4l + j].
-  static void patch_row(const float* p, V (&x)[6]) {
-    const V a0 = load(p), a1 = load(p + L), a2 = load(p + std::ptrdiff_t{2} * L), a3 = load(p + std::ptrdiff_t{3} * L);
-    x[0] = column<0>(a0, a1, a2, a3);
-    x[1] = column<1>(a0, a1, a2, a3);
-    x[2] = column<2>(a0, a1, a2, a3);
-    x[3] = column<3>(a0, a1, a2, a3);
+  // The M + 2 patch columns of row `p` (M L + 2 floats): x[j][l] = p[M l + j].
+  template <int M>
+  static void patch_row(const float* p, V (&x)[M + 2]) {
     constexpr auto lanes = std::make_index_sequence<L>{};
-    x[4] = next(x[0], splat(p[std::ptrdiff_t{4} * L]), lanes);
-    x[5] = next(x[1], splat(p[std::ptrdiff_t{4} * L + 1]), lanes);
+    if constexpr (M == 2) {
+      const V a0 = load(p), a1 = load(p + L);
+      x[0] = every_second<0>(a0, a1, lanes);
+      x[1] = every_second<1>(a0, a1, lanes);
+    } else {
+      const V a0 = load(p), a1 = load(p + L), a2 = load(p + std::ptrdiff_t{2} * L),
+              a3 = load(p + std::ptrdiff_t{3} * L);
+      x[0] = column<0>(a0, a1, a2, a3);
+      x[1] = column<1>(a0, a1, a2, a3);
+      x[2] = column<2>(a0, a1, a2, a3);
+      x[3] = column<3>(a0, a1, a2, a3);
+    }
+    x[M] = next(x[0], splat(p[std::ptrdiff_t{M} * L]), lanes);
+    x[M + 1] = next(x[1], splat(p[std::ptrdiff_t{M} * L + 1]), lanes);
   }
 
-  // The interleaving of y0..y3 (element 4l + b is y_b[l]) as 4 vectors.
+  // The interleaving of y0..y(M-1) (element M l + b is y_b[l]) as M vectors.
   template <int Offset, std::size_t... I>
   static V zip2(V a, V b, std::index_sequence<I...>) {  // a[o], b[o], a[o + 1], b[o + 1], ...
     return __builtin_shufflevector(a, b, static_cast<int>((I % 2) * L + Offset + I / 2)...);
@@ -87,36 +99,56 @@ struct Lanes {
   static V zip4(V p01, V p23, std::index_sequence<I...>) {  // pairs of p01, p23 from Offset
     return __builtin_shufflevector(p01, p23, static_cast<int>((I % 4 < 2 ? 0 : L) + Offset + 2 * (I / 4) + I % 2)...);
   }
-  static void interleave(const V (&y)[4], float* out) {
+  template <int M>
+  static void interleave(const V (&y)[M], float* out) {
     constexpr auto lanes = std::make_index_sequence<L>{};
     const V p01_lo = zip2<0>(y[0], y[1], lanes), p01_hi = zip2<L / 2>(y[0], y[1], lanes);
-    const V p23_lo = zip2<0>(y[2], y[3], lanes), p23_hi = zip2<L / 2>(y[2], y[3], lanes);
-    store(out, zip4<0>(p01_lo, p23_lo, lanes));
-    store(out + L, zip4<L / 2>(p01_lo, p23_lo, lanes));
-    store(out + std::ptrdiff_t{2} * L, zip4<0>(p01_hi, p23_hi, lanes));
-    store(out + std::ptrdiff_t{3} * L, zip4<L / 2>(p01_hi, p23_hi, lanes));
+    if constexpr (M == 2) {
+      store(out, p01_lo);
+      store(out + L, p01_hi);
+    } else {
+      const V p23_lo = zip2<0>(y[2], y[3], lanes), p23_hi = zip2<L / 2>(y[2], y[3], lanes);
+      store(out, zip4<0>(p01_lo, p23_lo, lanes));
+      store(out + L, zip4<L / 2>(p01_lo, p23_lo, lanes));
+      store(out + std::ptrdiff_t{2} * L, zip4<0>(p01_hi, p23_hi, lanes));
+      store(out + std::ptrdiff_t{3} * L, zip4<L / 2>(p01_hi, p23_hi, lanes));
+    }
   }
 
-  // B^T applied to the six values of a patch row or column.
-  static void input_1d(const V (&d)[6], V (&v)[6]) {
-    const V d4_d2 = d[4] - d[2];
-    const V d3_d1 = d[3] - d[1];
-    v[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
-    v[1] = d[3] + d[4] - 4.0f * (d[1] + d[2]);
-    v[2] = 4.0f * (d[1] - d[2]) + d[4] - d[3];
-    v[3] = 2.0f * d3_d1 + d4_d2;
-    v[4] = d4_d2 - 2.0f * d3_d1;
-    v[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+  // B^T applied to the M + 2 values of a patch row or column.
+  template <int M>
+  static void input_1d(const V (&d)[M + 2], V (&v)[M + 2]) {
+    if constexpr (M == 2) {
+      v[0] = d[0] - d[2];
+      v[1] = d[1] + d[2];
+      v[2] = d[2] - d[1];
+      v[3] = d[1] - d[3];
+    } else {
+      const V d4_d2 = d[4] - d[2];
+      const V d3_d1 = d[3] - d[1];
+      v[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+      v[1] = d[3] + d[4] - 4.0f * (d[1] + d[2]);
+      v[2] = 4.0f * (d[1] - d[2]) + d[4] - d[3];
+      v[3] = 2.0f * d3_d1 + d4_d2;
+      v[4] = d4_d2 - 2.0f * d3_d1;
+      v[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+    }
   }
 
-  // A^T applied to six transformed values.
-  static void output_1d(const V (&m)[6], V (&y)[4]) {
-    const V s12 = m[1] + m[2], d12 = m[1] - m[2];
-    const V s34 = m[3] + m[4], d34 = m[3] - m[4];
-    y[0] = m[0] + s12 + s34;
-    y[1] = d12 + 2.0f * d34;
-    y[2] = s12 + 4.0f * s34;
-    y[3] = d12 + 8.0f * d34 + m[5];
+  // A^T applied to M + 2 transformed values.
+  template <int M>
+  static void output_1d(const V (&m)[M + 2], V (&y)[M]) {
+    if constexpr (M == 2) {
+      y[0] = m[0] + m[1] + m[2];
+      y[1] = m[1] - m[2] - m[3];
+    } else {
+      const V s12 = m[1] + m[2], d12 = m[1] - m[2];
+      const V s34 = m[3] + m[4], d34 = m[3] - m[4];
+      y[0] = m[0] + s12 + s34;
+      y[1] = d12 + 2.0f * d34;
+      y[2] = s12 + 4.0f * s34;
+      y[3] = d12 + 8.0f * d34 + m[5];
+    }
   }
 
   // Input row ih of a channel, zero-padded: `width` floats from input column col0 (< 0: padding).
@@ -133,76 +165,88 @@ struct Lanes {
   // V of up to L tiles of a tile row: `patch` is the first one's patch in the staged rows (`width`
   // apart), `out` its first value (point xi at out + xi * point_stride). Parameters by value, so
   // that the stores (which may alias anything) do not make the compiler reload them.
+  template <int M>
   static void input_tiles(const float* patch, std::int64_t width, float* out, std::int64_t point_stride) {
-    V t[6][6];  // the patch rows transformed: (d B) per row
-    for (int i = 0; i < 6; ++i) {
-      V d[6];
-      patch_row(patch + i * width, d);
-      input_1d(d, t[i]);
+    constexpr int N = M + 2;
+    V t[N][N];  // the patch rows transformed: (d B) per row
+    for (int i = 0; i < N; ++i) {
+      V d[N];
+      patch_row<M>(patch + i * width, d);
+      input_1d<M>(d, t[i]);
     }
-    for (int k = 0; k < 6; ++k) {
-      const V col[6] = {t[0][k], t[1][k], t[2][k], t[3][k], t[4][k], t[5][k]};
-      V res[6];
-      input_1d(col, res);
-      for (int a = 0; a < 6; ++a) store(out + (a * 6 + k) * point_stride, res[a]);
+    for (int k = 0; k < N; ++k) {
+      V col[N];
+      for (int i = 0; i < N; ++i) col[i] = t[i][k];
+      V res[N];
+      input_1d<M>(col, res);
+      for (int a = 0; a < N; ++a) store(out + (a * N + k) * point_stride, res[a]);
+    }
+  }
+
+  template <int M>
+  static void input_with(const float* x, std::int64_t channels, const Plane& p, std::int64_t first, std::int64_t count,
+                         const Points& v, float* staging) {
+    // Each channel's rows the block reads are first copied, zero-padded, into `staging`, whole
+    // rows at a time: reading them back as vectors then finds every store long done (a vector
+    // load over a just-written narrower store would wait for it).
+    const std::int64_t r0 = first / p.tiles_w;
+    const std::int64_t rows = M * ((first + count - 1) / p.tiles_w - r0) + M + 2;
+    // A run of tiles may start at any tile of a row and reads M L + 2 floats from its first.
+    const std::int64_t width = M * (p.tiles_w + L);
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const float* in = x + c * p.h * p.w;
+      for (std::int64_t i = 0; i < rows; ++i) {
+        stage_row(in, p, M * r0 - p.pad_h + i, -p.pad_w, width, staging + i * width);
+      }
+      // Runs of up to L tiles, each within one tile row.
+      for (std::int64_t t = first; t < first + count;) {
+        const std::int64_t r = t / p.tiles_w;
+        const std::int64_t q = t % p.tiles_w;
+        input_tiles<M>(staging + M * ((r - r0) * width + q), width, v.data + c * v.row_stride + (t - first),
+                       v.point_stride);
+        t += std::min<std::int64_t>({L, p.tiles_w - q, first + count - t});
+      }
     }
   }
 
   static void input(const float* x, std::int64_t channels, const Plane& p, std::int64_t first, std::int64_t count,
                     const Points& v, float* staging) {
     if (count <= 0) return;
-    // Each channel's rows the block reads are first copied, zero-padded, into `staging`, whole
-    // rows at a time: reading them back as vectors then finds every store long done (a vector
-    // load over a just-written narrower store would wait for it).
-    const std::int64_t r0 = first / p.tiles_w;
-    const std::int64_t rows = kOutputs * ((first + count - 1) / p.tiles_w - r0) + 6;
-    // A run of tiles may start at any tile of a row and reads 4L + 2 floats from its first.
-    const std::int64_t width = kOutputs * (p.tiles_w + L);
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const float* in = x + c * p.h * p.w;
-      for (std::int64_t i = 0; i < rows; ++i) {
-        stage_row(in, p, kOutputs * r0 - p.pad_h + i, -p.pad_w, width, staging + i * width);
-      }
-      // Runs of up to L tiles, each within one tile row.
-      for (std::int64_t t = first; t < first + count;) {
-        const std::int64_t r = t / p.tiles_w;
-        const std::int64_t q = t % p.tiles_w;
-        input_tiles(staging + kOutputs * ((r - r0) * width + q), width, v.data + c * v.row_stride + (t - first),
-                    v.point_stride);
-        t += std::min<std::int64_t>({L, p.tiles_w - q, first + count - t});
-      }
-    }
+    if (p.m == 2) return input_with<2>(x, channels, p, first, count, v, staging);
+    input_with<4>(x, channels, p, first, count, v, staging);
   }
 
   // Outputs of up to L tiles of a tile row for one channel: `in` is the first tile's M value
   // (point xi at in + xi * point_stride), `dst` its first output in y (rows `pitch` apart, `rows`
   // and `width` of them inside the output), `residual` the same place in the residual or null.
+  template <int M>
   static void output_tiles(const float* in, std::int64_t point_stride, float bias, bool relu, float* dst,
                            const float* residual, std::int64_t pitch, std::int64_t rows, std::int64_t width) {
-    V s[4][6];  // A^T down each column of the 6x6 block
-    for (int k = 0; k < 6; ++k) {
-      V col[6];
-      for (int i = 0; i < 6; ++i) col[i] = load(in + (i * 6 + k) * point_stride);
-      V res[4];
-      output_1d(col, res);
-      for (int a = 0; a < 4; ++a) s[a][k] = res[a];
+    constexpr int N = M + 2;
+    V s[M][N];  // A^T down each column of the transformed tile
+    for (int k = 0; k < N; ++k) {
+      V col[N];
+      for (int i = 0; i < N; ++i) col[i] = load(in + (i * N + k) * point_stride);
+      V res[M];
+      output_1d<M>(col, res);
+      for (int a = 0; a < M; ++a) s[a][k] = res[a];
     }
     const V b = splat(bias);
     const bool relu_now = relu && residual == nullptr;  // with a residual, after adding it
-    alignas(64) float stage[4 * L];
+    alignas(64) float stage[M * L];
     for (std::int64_t a = 0; a < rows; ++a) {
-      V row[4];
-      output_1d(s[a], row);
+      V row[M];
+      output_1d<M>(s[a], row);
       for (V& value : row) {
         value += b;
         if (relu_now) value = value > 0.0f ? value : 0.0f;
       }
       float* out = dst + a * pitch;
-      if (residual == nullptr && width == std::int64_t{4} * L) {
-        interleave(row, out);
+      if (residual == nullptr && width == std::int64_t{M} * L) {
+        interleave<M>(row, out);
         continue;
       }
-      interleave(row, stage);
+      interleave<M>(row, stage);
       if (residual == nullptr) {
         for (std::int64_t i = 0; i < width; ++i) out[i] = stage[i];
         continue;
@@ -216,8 +260,9 @@ struct Lanes {
     }
   }
 
-  static void output(const Points& m, std::int64_t outs, const Plane& p, std::int64_t first, std::int64_t count,
-                     const OutputEpilogue& e, float* y) {
+  template <int M>
+  static void output_with(const Points& m, std::int64_t outs, const Plane& p, std::int64_t first, std::int64_t count,
+                          const OutputEpilogue& e, float* y) {
     for (std::int64_t o = 0; o < outs; ++o) {
       float* out = y + o * p.ho * p.wo;
       const float* residual = e.residual != nullptr ? e.residual + o * p.ho * p.wo : nullptr;
@@ -226,13 +271,19 @@ struct Lanes {
         const std::int64_t r = t / p.tiles_w;
         const std::int64_t q = t % p.tiles_w;
         const std::int64_t n = std::min<std::int64_t>({L, p.tiles_w - q, first + count - t});
-        const std::int64_t at = kOutputs * (r * p.wo + q);  // the first tile's first output
-        output_tiles(m.data + o * m.row_stride + (t - first), m.point_stride, bias, e.relu, out + at,
-                     residual != nullptr ? residual + at : nullptr, p.wo, std::min(kOutputs, p.ho - kOutputs * r),
-                     std::min(kOutputs * n, p.wo - kOutputs * q));
+        const std::int64_t at = M * (r * p.wo + q);  // the first tile's first output
+        output_tiles<M>(m.data + o * m.row_stride + (t - first), m.point_stride, bias, e.relu, out + at,
+                        residual != nullptr ? residual + at : nullptr, p.wo, std::min<std::int64_t>(M, p.ho - M * r),
+                        std::min(M * n, p.wo - M * q));
         t += n;
       }
     }
+  }
+
+  static void output(const Points& m, std::int64_t outs, const Plane& p, std::int64_t first, std::int64_t count,
+                     const OutputEpilogue& e, float* y) {
+    if (p.m == 2) return output_with<2>(m, outs, p, first, count, e, y);
+    output_with<4>(m, outs, p, first, count, e, y);
   }
 };
 
