@@ -230,7 +230,8 @@ TEST_CASE("every epilogue: activations, column and row bias, accumulate") {
   ThreadPool one(1);
   ThreadPool three(3);
   std::mt19937 rng(7);
-  const GemmShape shapes[] = {{37, 75, 29}, {1, 40, 3}, {50, 300, 64}};
+  // {1, 70, 800}: one row of A read in place over three K blocks (a batch-1 Linear's input).
+  const GemmShape shapes[] = {{37, 75, 29}, {1, 40, 3}, {50, 300, 64}, {1, 70, 800}};
   for (const GemmShape& s : shapes) {
     for (const Activation act : kActivations) {
       for (int bias_mode = 0; bias_mode < 3; ++bias_mode) {

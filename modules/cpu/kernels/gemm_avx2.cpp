@@ -61,8 +61,9 @@ constexpr std::size_t kNr = std::size_t{kNv} * 8;
 static_assert(kNr == blocking_of(Isa::avx2).nr, "nr is a whole number of vectors");
 
 // C[0:M, 0:8*NV] (+)= A panel x B panel over kc, then bias, then ReLU if asked; the last vector
-// has `tail` lanes.
-template <int M, int NV>
+// has `tail` lanes. A's k steps are AS floats apart: a packed panel's kMr, or 1 for a single row
+// of A read in place.
+template <int M, int NV, int AS = kMr>
 void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::size_t ldc, std::size_t tail, bool load_c,
                const float* bias_col, const float* bias_row, bool relu) {
   __m256 acc[M][NV];
@@ -81,7 +82,7 @@ void kernel_mn(std::size_t kc, const float* a, const float* b, float* c, std::si
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(av, bv[v], acc[i][v]);
     }
-    a += kMr;
+    a += AS;
     b += kNr;
   }
   const __m256i full = _mm256_set1_epi32(-1);
@@ -110,6 +111,11 @@ constexpr std::array<KernelFn, sizeof...(I)> make_kernels(std::index_sequence<I.
   return {&kernel_mn<static_cast<int>(I) / kNv + 1, static_cast<int>(I) % kNv + 1>...};
 }
 constexpr auto kKernels = make_kernels(std::make_index_sequence<std::size_t{kMr} * kNv>{});
+template <std::size_t... V>
+constexpr std::array<KernelFn, sizeof...(V)> make_single_row_kernels(std::index_sequence<V...>) {
+  return {&kernel_mn<1, static_cast<int>(V) + 1, 1>...};
+}
+constexpr auto kSingleRowKernels = make_single_row_kernels(std::make_index_sequence<std::size_t{kNv}>{});
 
 // In-register 8x8 transpose: r[i] lane j becomes r[j] lane i.
 inline void transpose8(__m256 r[8]) {
@@ -144,6 +150,14 @@ struct Avx2 {
                      std::size_t n, bool load_c, const float* bias_col, const float* bias_row, bool relu) {
     const std::size_t nv = (n + 7) / 8;
     kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, b, c, ldc, n - (nv - 1) * 8, load_c, bias_col, bias_row, relu);
+  }
+
+  // One row of C from one row of A read in place (k steps 1 float apart): a batch-1 Linear's
+  // input needs no panel packed around it.
+  static void kernel_single_row(std::size_t kc_, const float* a, const float* b, float* c, std::size_t n, bool load_c,
+                                const float* bias_col, const float* bias_row, bool relu) {
+    const std::size_t nv = (n + 7) / 8;
+    kSingleRowKernels[nv - 1](kc_, a, b, c, 0, n - (nv - 1) * 8, load_c, bias_col, bias_row, relu);
   }
 
   static void activate(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope) {

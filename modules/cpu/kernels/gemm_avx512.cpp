@@ -88,8 +88,9 @@ inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b, __mma
 }
 
 // C[0:M, 0:16*NV] (+)= A panel x B over kc, then bias, then ReLU if asked; the last vector is
-// masked by `tail`.
-template <int M, int NV, class B>
+// masked by `tail`. A's k steps are AS floats apart: a packed panel's kMr, or 1 for a single row
+// of A read in place.
+template <int M, int NV, class B, int AS = kMr>
 void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, __mmask16 tail, bool load_c,
                const float* bias_col, const float* bias_row, bool relu) {
   // Small tiles have too few accumulators to cover the FMA latency (the M = 1 GEMV-like case);
@@ -117,19 +118,19 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
   if constexpr (S > 1) {
     for (; k + S <= kc; k += S) {
 #pragma GCC unroll 4
-      for (std::ptrdiff_t s = 0; s < S; ++s) fma_step<M, NV, B>(acc[s], a + s * kMr, b.row(k + s), tail);
-      a += std::ptrdiff_t{S} * kMr;
+      for (std::ptrdiff_t s = 0; s < S; ++s) fma_step<M, NV, B>(acc[s], a + s * AS, b.row(k + s), tail);
+      a += std::ptrdiff_t{S} * AS;
     }
   }
   // Four k steps per iteration: the loop's own instructions then cost next to nothing.
   for (; k + 4 <= kc; k += 4) {
 #pragma GCC unroll 4
-    for (std::ptrdiff_t u = 0; u < 4; ++u) fma_step<M, NV, B>(acc[0], a + u * kMr, b.row(k + u), tail);
-    a += std::ptrdiff_t{4} * kMr;
+    for (std::ptrdiff_t u = 0; u < 4; ++u) fma_step<M, NV, B>(acc[0], a + u * AS, b.row(k + u), tail);
+    a += std::ptrdiff_t{4} * AS;
   }
   for (; k < kc; ++k) {
     fma_step<M, NV, B>(acc[0], a, b.row(k), tail);
-    a += kMr;
+    a += AS;
   }
 #pragma GCC unroll 4
   for (int s = 1; s < S; ++s) {
@@ -165,6 +166,11 @@ constexpr std::array<KernelFn<B>, sizeof...(I)> make_kernels(std::index_sequence
 }
 constexpr auto kKernels = make_kernels<PanelB>(std::make_index_sequence<std::size_t{kMr} * kNv>{});
 constexpr auto kRowKernels = make_kernels<RowsB>(std::make_index_sequence<std::size_t{kMr} * kNv>{});
+template <std::size_t... V>
+constexpr std::array<KernelFn<PanelB>, sizeof...(V)> make_single_row_kernels(std::index_sequence<V...>) {
+  return {&kernel_mn<1, static_cast<int>(V) + 1, PanelB, 1>...};
+}
+constexpr auto kSingleRowKernels = make_single_row_kernels(std::make_index_sequence<std::size_t{kNv}>{});
 
 // In-register 16x16 transpose: r[i] lane j becomes r[j] lane i.
 inline void transpose16(__m512 r[16]) {
@@ -206,6 +212,15 @@ struct Avx512 {
     const std::size_t nv = (n + 15) / 16;
     const __mmask16 tail = V512::mask(n - (nv - 1) * 16);
     kKernels[(m - 1) * kNv + (nv - 1)](kc_, a, PanelB{b}, c, ldc, tail, load_c, bias_col, bias_row, relu);
+  }
+
+  // One row of C from one row of A read in place (k steps 1 float apart): a batch-1 Linear's
+  // input needs no 12-row panel packed around it.
+  static void kernel_single_row(std::size_t kc_, const float* a, const float* b, float* c, std::size_t n, bool load_c,
+                                const float* bias_col, const float* bias_row, bool relu) {
+    const std::size_t nv = (n + 15) / 16;
+    const __mmask16 tail = V512::mask(n - (nv - 1) * 16);
+    kSingleRowKernels[nv - 1](kc_, a, PanelB{b}, c, 0, tail, load_c, bias_col, bias_row, relu);
   }
 
   // Same with B's rows read in place (Operand::row_offsets): row k at b + rows[k], n floats.

@@ -463,6 +463,10 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
   // B given row by row is read in place by kernels that can (T::kernel_rows), packed otherwise.
   constexpr bool has_row_kernel = requires { &T::kernel_rows; };
   const bool b_rows = has_row_kernel && g.b.row_offsets != nullptr;
+  // So is a single row of A along k (T::kernel_single_row): a batch-1 Linear's input.
+  constexpr bool has_single_row = requires { &T::kernel_single_row; };
+  const bool a_row = has_single_row && !a_direct && !b_rows && m_end - m_begin == 1 && g.a.k_contiguous &&
+                     g.a.packed == nullptr && g.a.row_offsets == nullptr;
   float* ws_a = ws;
   float* ws_b = ws;
   if (!a_direct) {
@@ -483,6 +487,8 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
       const float* ap = ws_a;
       if (a_direct) {
         ap = g.a.packed->data + k0 * g.a.packed->padded + m0 * kc;
+      } else if (a_row) {
+        ap = g.a.data + m0 * g.a.ld + k0;
       } else {
         pack_block<T, mr>(g.a, g.k, m0, mc, k0, kc, ws_a);
       }
@@ -502,6 +508,12 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
               last && e.bias != nullptr && e.bias_axis == BiasAxis::column ? e.bias + n0 + j : nullptr;
           float* c = g.c + (m0 + i) * g.ldc + n0 + j;
           bool done = false;
+          if constexpr (has_single_row) {
+            if (a_row) {
+              T::kernel_single_row(kc, ap, bp + j * kc, c, n, load_c, bias_col, bias_row, last && relu);
+              done = true;
+            }
+          }
           if constexpr (has_row_kernel) {
             if (b_rows) {
               T::kernel_rows(kc, ap + i * kc, g.b.data + n0 + j, g.b.row_offsets + k0, c, g.ldc, m, n, load_c, bias_col,
