@@ -134,7 +134,8 @@ TEST_CASE("ResNet-18 loads a PyTorch state_dict strictly and reproduces its logi
 }
 
 // Issue 13's accuracy bound, per convolution method (each forced on every layer it fits; Winograd,
-// either tile size, takes the 3x3 stride-1 ones): the logits' largest error within 1e-4 of the largest logit.
+// either tile size, takes the 3x3 stride-1 ones): the logits' largest error within 1e-4 of the
+// largest logit.
 TEST_CASE("ResNet-18's logits stay within 1e-4 of the largest logit with every convolution method") {
   using teeny::ConvAlgorithm;
   const fixtures::Model fx = fixtures::model("resnet18");

@@ -60,9 +60,9 @@ struct WinogradSplit {
   std::int64_t parts = 1;
 };
 
-/// Winograd F(m x m, 3x3) (m: plane.m): tiles are transformed, multiplied and written back in items (`split`),
-/// each block's values `stride` floats apart per channel (block + the lanes' slack); the input
-/// transform works in `staging` floats of scratch.
+/// Winograd F(m x m, 3x3), m = plane.m: tiles are transformed, multiplied and written back in
+/// items (`split`), each block's values `stride` floats apart per channel (block + the lanes'
+/// slack); the input transform works in `staging` floats of scratch.
 struct WinogradPlan {
   cpu::winograd::Plane plane;
   WinogradSplit split;
@@ -80,7 +80,8 @@ struct WinogradPlan {
 template <CpuReal T>
 struct ConvStateOf {
   // f32, per group: W_g as the A operand (W_g^T as B: transposed); Winograd: per group, share of
-  // the output channels and point, the transformed filters U[xi] ((group * parts + part) * points + xi).
+  // the output channels and point, the transformed filters U[xi], at
+  // (group * parts + part) * points + xi.
   cpu::MemoryArray<cpu::PackedMatrix> weights;
   ConvMethod method = ConvMethod::im2col;
   std::int64_t threads = 1;  // what the work is spread over: the pool's threads, or fewer (conv_threads)
@@ -140,10 +141,10 @@ constexpr ConvScratch conv_scratch(ConvMethod method, std::int64_t k, std::int64
 
 /// Tiles a Winograd convolution transforms and multiplies at once, of `tiles` (a group's, across
 /// the batch's images): those in as few blocks as keep a block's transformed input and output
-/// (points * (cg + og) floats per tile) within about 2 MiB (the L2 cache of recent cores, and some of L3), split
-/// evenly and rounded up to whole vectors of 16 tiles. Measured on Zen 4 (ResNet-18's 3x3 layers,
-/// 16 to 196 tiles), blocks from 48 tiles up all run within noise of each other; smaller ones
-/// lose up to 20 %.
+/// (points * (cg + og) floats per tile) within about 2 MiB (the L2 cache of recent cores, and some
+/// of L3), split evenly and rounded up to whole vectors of 16 tiles. Measured on Zen 4 with F(4x4)
+/// (ResNet-18's 3x3 layers, 16 to 196 tiles), blocks from 48 tiles up all run within noise of each
+/// other; smaller ones lose up to 20 %.
 constexpr std::int64_t winograd_block(std::int64_t cg, std::int64_t og, std::int64_t tiles, std::int64_t points) {
   if (tiles <= 0) return 1;
   const std::int64_t per_tile = points * (cg + og) * static_cast<std::int64_t>(sizeof(float));
@@ -152,8 +153,9 @@ constexpr std::int64_t winograd_block(std::int64_t cg, std::int64_t og, std::int
   return std::min(tiles, ((tiles + blocks - 1) / blocks + 15) / 16 * 16);
 }
 
-/// Whether a convolution can run as Winograd (F(4x4, 3x3) or F(2x2, 3x3)): 3x3, stride 1, no dilation, f32, and
-/// not depthwise. Embedded builds leave Winograd out (its filters take 4x the memory).
+/// Whether a convolution can run as Winograd (F(4x4, 3x3) or F(2x2, 3x3)): 3x3, stride 1, no
+/// dilation, f32, and not depthwise. Embedded builds leave Winograd out (its filters take 1.8x or
+/// 4x the memory).
 constexpr bool winograd_fits(std::int64_t kernel_h, std::int64_t kernel_w, std::int64_t stride_h, std::int64_t stride_w,
                              std::int64_t dilation_h, std::int64_t dilation_w, std::int64_t cg, std::int64_t groups) {
 #if TEENY_EMBEDDED

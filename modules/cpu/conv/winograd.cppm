@@ -1,11 +1,12 @@
-// teeny.cpu:conv_winograd — 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) or F(2x2, 3x3) (see
-// cpu/kernels/winograd.hpp; the planner picks the tile): a group's m x m output tiles, image after
-// image, are cut into blocks; a block is transformed (B^T d B, into the worker's scratch),
+// teeny.cpu:conv_winograd — 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) or F(2x2, 3x3)
+// (see cpu/kernels/winograd.hpp; the planner picks the tile): a group's m x m output tiles, image
+// after image, are cut into blocks; a block is transformed (B^T d B, into the worker's scratch),
 // multiplied by the transformed filters in one GEMM per point of an (m + 2) x (m + 2) transformed
-// tile (36 or 16; the filters packed at load, the tiles read as rows in place) and transformed back
-// (A^T M A) with the bias, a folded residual add and ReLU applied as the outputs are written. Blocks span images, so
-// that a batch of small maps still gives the GEMMs wide operands; they go round the threads, and where there are too
-// few (batch 1) a block's tiles or its output channels are split between the threads.
+// tile (36 or 16; the filters packed at load, the tiles read as rows in place) and transformed
+// back (A^T M A) with the bias, a folded residual add and ReLU applied as the outputs are written.
+// Blocks span images, so that a batch of small maps still gives the GEMMs wide operands; they go
+// round the threads, and where there are too few (batch 1) a block's tiles or its output channels
+// are split between the threads.
 module;
 #include <algorithm>
 #include <cstddef>

@@ -1,6 +1,7 @@
 // The Winograd input and output transforms, written once over the vector width L (tiles per
 // vector) and the tile size M (outputs per tile side: 2 or 4) with the compilers' generic vector
-// types, and compiled per instruction set (winograd*.cpp), like the GEMM's kernels. See winograd.hpp.
+// types, and compiled per instruction set (winograd*.cpp), like the GEMM's kernels. See
+// winograd.hpp.
 #pragma once
 
 #include <algorithm>
