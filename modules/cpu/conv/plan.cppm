@@ -44,7 +44,8 @@ double winograd_item_cycles(const Geometry& g, const cpu::winograd::Plane& plane
   const std::int64_t per_row = std::min(count, plane.tiles_w);
   const auto runs =
       static_cast<double>(((count + plane.tiles_w - 1) / plane.tiles_w) * ((per_row + lanes - 1) / lanes));
-  const double transforms = runs * static_cast<double>(200 * g.cg + 150 * outs) * points / 36.0;
+  const double transforms = runs * static_cast<double>(200 * g.cg + 150 * outs) * points /
+                            static_cast<double>(cpu::winograd::kMaxPoints);  // measured for F(4x4)
   const double filters = points * static_cast<double>(outs * g.cg) * 4.0 / 16.0;
   return gemms + transforms + filters;
 }

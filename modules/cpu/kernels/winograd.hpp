@@ -26,9 +26,6 @@ namespace teeny::cpu::winograd {
 inline constexpr std::int64_t kMaxPoints = 36;  // points of a transformed tile (GEMMs), at most: F(4x4, 3x3)
 inline constexpr std::int64_t kMaxLanes = 16;   // tiles per vector, at most
 
-/// Whether F(m x m, 3x3) exists here: m = 2 or 4.
-constexpr bool tile_supported(std::int64_t m) { return m == 2 || m == 4; }
-
 // One image plane's tiling into m x m tiles (m = 2 or 4): output (oh, ow) reads input
 // (oh - pad_h + i, ow - pad_w + j) for i, j in 0..2 (zero outside the plane). Tile t covers
 // outputs m * (t / tiles_w) + 0..m-1 by m * (t % tiles_w) + 0..m-1; tiles past the output's edge
