@@ -47,6 +47,8 @@ const ConvCase cases[] = {
     // 3x3 stride 1, which Winograd takes: partial tiles at the bottom and right, paddings 0 to 2,
     // uneven ones, tile rows wider than a vector of tiles (75 wide: 19 tiles), groups.
     {"3x3 unpadded on 9x13", 2, 5, 9, 13, 7, {3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true, true},
+    // Unpadded, the outputs a whole number of tiles wide: the last tile reads the row's last input.
+    {"3x3 unpadded on 6x10, whole tiles", 1, 3, 6, 10, 5, {3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
     {"3x3 pad 2 on 5x6", 1, 3, 5, 6, 9, {3, 3}, {1, 1}, {2, 2}, {1, 1}, 1, true, false},
     {"3x3 pad 1x0, 2 groups, 19 tiles a row", 1, 6, 6, 75, 4, {3, 3}, {1, 1}, {1, 0}, {1, 1}, 2, false, false},
     {"3x3 pad 1 on 3x3, one tile", 3, 17, 3, 3, 33, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},

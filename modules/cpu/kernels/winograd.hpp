@@ -68,12 +68,16 @@ struct Points {
 // each, row-major, at u + xi * outs * ins), computed in double and rounded once.
 void transform_filters(const float* w, std::int64_t outs, std::int64_t ins, std::int64_t m, float* u);
 
+// Floats of one zero-padded input row in transform_input's staging: what a plane's tiles read.
+constexpr std::int64_t staged_row_floats(const Plane& plane) { return plane.m * plane.tiles_w + 2; }
+
 // Floats of staging transform_input needs for blocks of up to `block` tiles: the zero-padded input
-// rows of one channel that a block's tile rows read, each wide enough for whole vectors of tiles.
+// rows of one channel that a block's tile rows read, one after another, and room for a whole
+// vector of tiles read from the last tile (whose lanes past the run are not used).
 constexpr std::int64_t input_staging_floats(const Plane& plane, std::int64_t block) {
   if (plane.tiles_w == 0 || block <= 0) return 0;
   const std::int64_t tile_rows = (block - 1) / plane.tiles_w + 2;  // a block may start mid-row
-  return (plane.m * tile_rows + 2) * plane.m * (plane.tiles_w + kMaxLanes);
+  return (plane.m * tile_rows + 2) * staged_row_floats(plane) + plane.m * kMaxLanes;
 }
 
 // V for channels [0, channels) of `x` ([channels][h][w]) and tiles [first, first + count), with

@@ -189,11 +189,13 @@ struct Lanes {
                          const Points& v, float* staging) {
     // Each channel's rows the block reads are first copied, zero-padded, into `staging`, whole
     // rows at a time: reading them back as vectors then finds every store long done (a vector
-    // load over a just-written narrower store would wait for it).
+    // load over a just-written narrower store would wait for it). A run of tiles reads M L + 2
+    // floats from its first tile's patch whatever its length: past the run, the next rows or,
+    // after the last row, zeros, in lanes whose values are overwritten or not used.
     const std::int64_t r0 = first / p.tiles_w;
     const std::int64_t rows = M * ((first + count - 1) / p.tiles_w - r0) + M + 2;
-    // A run of tiles may start at any tile of a row and reads M L + 2 floats from its first.
-    const std::int64_t width = M * (p.tiles_w + L);
+    const std::int64_t width = staged_row_floats(p);
+    std::fill(staging + rows * width, staging + rows * width + std::int64_t{M} * L, 0.0f);
     for (std::int64_t c = 0; c < channels; ++c) {
       const float* in = x + c * p.h * p.w;
       for (std::int64_t i = 0; i < rows; ++i) {
