@@ -87,6 +87,12 @@ inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b, __mma
   }
 }
 
+// How far ahead (floats) the one-vector kernels fetch a packed A into L2. With 16 columns of B, A
+// is the stream (a batch-1 Winograd layer's transformed filters, read once from memory at 8 bytes
+// per cycle of FMAs), and the hardware's prefetchers alone left the kernel waiting on it:
+// ResNet-18 b1 -3% (see docs/benchmarks.md). Past a panel's end this reaches the next panel.
+constexpr std::ptrdiff_t kPrefetchA = 4096;
+
 // C[0:M, 0:16*NV] (+)= A panel x B over kc, then bias, then ReLU if asked; the last vector is
 // masked by `tail`. A's k steps are AS floats apart: a packed panel's kMr, or 1 for a single row
 // of A read in place.
@@ -124,6 +130,11 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
   }
   // Four k steps per iteration: the loop's own instructions then cost next to nothing.
   for (; k + 4 <= kc; k += 4) {
+    if constexpr (NV == 1 && AS == kMr) {
+      for (int l = 0; l < 4 * AS; l += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA + l), _MM_HINT_T1);
+      }
+    }
 #pragma GCC unroll 4
     for (std::ptrdiff_t u = 0; u < 4; ++u) fma_step<M, NV, B>(acc[0], a + u * AS, b.row(k + u), tail);
     a += std::ptrdiff_t{4} * AS;
