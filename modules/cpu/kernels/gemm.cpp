@@ -509,6 +509,14 @@ void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, s
   kernels_for(active_isa()).max_pool_2x2(x, pitch, y, ho, wo);
 }
 
+bool max_pool_3x3_stride2(const float* r0, const float* r1, const float* r2, float* out, std::size_t begin,
+                          std::size_t end, std::ptrdiff_t offset) {
+  const detail::MaxPool3x3Fn fn = kernels_for(active_isa()).max_pool_3x3_stride2;
+  if (fn == nullptr) return false;
+  fn(r0, r1, r2, out, begin, end, offset);
+  return true;
+}
+
 void copy_rows(const RowCopy& copy) { kernels_for(active_isa()).copy_rows(copy); }
 
 GemmTile gemm_tile() {

@@ -176,6 +176,13 @@ GemmTile gemm_tile();
 // result in place.
 void max_pool_2x2(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo);
 
+// out[o] = the max of the 3x3 window over rows r0, r1 and r2 at columns 2o + offset .. 2o + offset +
+// 2 (NaN wins, as in PyTorch), for o in [begin, end), every column read inside the rows: a 3x3 max
+// pool at stride 2 (ResNet's stem pool), a row of it. False, having done nothing, where the active
+// instruction set has no such kernel (AVX-512 has; the others leave it to the pool's own loops).
+bool max_pool_3x3_stride2(const float* r0, const float* r1, const float* r2, float* out, std::size_t begin,
+                          std::size_t end, std::ptrdiff_t offset);
+
 // Short rows with zero margins: the rows of a convolution's planes (LeNet's are 10 to 28 floats),
 // `rows` in each of `planes` planes. Row r of plane p is the `width` floats at
 // dst + p * dst_plane + r * dst_pitch: its columns [lead, lead + count) are copied from

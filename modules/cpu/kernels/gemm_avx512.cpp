@@ -324,6 +324,37 @@ struct Avx512 {
     }
   }
 
+  // 16 outputs at a time: the three rows' maxima over the 33 columns they read, then the max of
+  // each output's even, odd and next even column.
+  static void max_pool_3x3_stride2(const float* r0, const float* r1, const float* r2, float* out, std::size_t begin,
+                                   std::size_t end, std::ptrdiff_t offset) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i next = _mm512_add_epi32(even, _mm512_set1_epi32(2));  // lane 15's (32) is set apart
+    const auto pool_max = [](__m512 acc, __m512 v) {                    // as in max_pool_2x2
+      return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+    };
+    const auto column_max = [&](std::ptrdiff_t c, __mmask16 m) {
+      return pool_max(pool_max(_mm512_maskz_loadu_ps(m, r0 + c), _mm512_maskz_loadu_ps(m, r1 + c)),
+                      _mm512_maskz_loadu_ps(m, r2 + c));
+    };
+    for (std::size_t o = begin; o < end; o += 16) {
+      const std::size_t n = min_size(16, end - o);
+      const std::size_t columns = 2 * n + 1;  // read from column c
+      const std::ptrdiff_t c = 2 * static_cast<std::ptrdiff_t>(o) + offset;
+      const __m512 lo = column_max(c, V512::mask(min_size(16, columns)));
+      const __m512 hi = column_max(c + 16, V512::mask(columns > 16 ? min_size(16, columns - 16) : 0));
+      __m512 third = _mm512_permutex2var_ps(lo, next, hi);
+      if (columns > 32) {
+        const float last = math::max_pool_update(math::max_pool_update(r0[c + 32], r1[c + 32]), r2[c + 32]);
+        third = _mm512_mask_mov_ps(third, static_cast<__mmask16>(0x8000), _mm512_set1_ps(last));
+      }
+      const __m512 pooled =
+          pool_max(pool_max(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi)), third);
+      _mm512_mask_storeu_ps(out + o, V512::mask(n), pooled);
+    }
+  }
+
   // dst[kk * R + jj] = s[jj * ld + kk] for jj < w (zero above), kk < kc, via 16x16 transposes.
   template <std::size_t R>
   static void pack_transposed(const float* s, std::size_t ld, std::size_t w, std::size_t kc_, float* dst) {

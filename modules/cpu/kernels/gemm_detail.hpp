@@ -60,6 +60,9 @@ using PackFn = void (*)(const Operand& src, std::size_t k, std::size_t w, float*
 using ActivateFn = void (*)(float* c, std::size_t ldc, std::size_t m, std::size_t n, Activation act, float slope);
 // A 2x2, stride-2 max pool into ho rows of wo from rows `pitch` apart (cpu::max_pool_2x2).
 using MaxPoolFn = void (*)(const float* x, std::size_t pitch, float* y, std::size_t ho, std::size_t wo);
+// A row of a 3x3, stride-2 max pool (cpu::max_pool_3x3_stride2).
+using MaxPool3x3Fn = void (*)(const float* r0, const float* r1, const float* r2, float* out, std::size_t begin,
+                              std::size_t end, std::ptrdiff_t offset);
 // Short rows with zero margins (cpu::copy_rows).
 using CopyRowsFn = void (*)(const RowCopy& copy);
 
@@ -76,6 +79,7 @@ struct KernelTable {
   ActivateFn activate;
   bool rows_in_place;  // the microkernel reads a row-table B in place (T::kernel_rows)
   MaxPoolFn max_pool_2x2;
+  MaxPool3x3Fn max_pool_3x3_stride2;  // null where the instruction set has none
   CopyRowsFn copy_rows;
 };
 
@@ -551,6 +555,8 @@ void gemm_tile_entry(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, 
 template <class T>
 constexpr KernelTable make_kernel_table(Isa isa) {
   constexpr bool rows_in_place = requires { &T::kernel_rows; };
+  MaxPool3x3Fn max_pool_3x3 = nullptr;
+  if constexpr (requires { &T::max_pool_3x3_stride2; }) max_pool_3x3 = &T::max_pool_3x3_stride2;
   return KernelTable{isa,
                      T::mr,
                      T::nr,
@@ -563,6 +569,7 @@ constexpr KernelTable make_kernel_table(Isa isa) {
                      &T::activate,
                      rows_in_place,
                      &T::max_pool_2x2,
+                     max_pool_3x3,
                      &T::copy_rows};
 }
 
