@@ -116,9 +116,11 @@ bool planes_by_column(const Geometry& g, const Window2d& win, std::int64_t threa
 
 // The cheapest method for a convolution that is not a plain 1x1 one (whose GEMM reads its input as
 // it is), `implicit` holding its phase planes. GEMM methods: the GEMM's tile cost plus about a
-// cycle and a half per float written out and read back (im2col), half a cycle per float packed
-// from the phase planes (none where the kernels read them in place), and a cycle per float of
-// other copies. When each GEMM is split over the threads, the cost is one thread's: an implicit
+// cycle and a half per float written out and read back (im2col; four for the transposed GEMM,
+// which packs them by transposing and transposes its result into the output: 4-6 measured with
+// `perf` on ResNet-18's stride-2 layers), half a cycle per float packed from the phase planes
+// (none where the kernels read them in place), and a cycle per float of other copies. When each
+// GEMM is split over the threads, the cost is one thread's: an implicit
 // GEMM's band of output rows and the plane rows it reads, or a share of the others' GEMM and
 // copies, plus the transposed GEMM's packing of its whole columns operand, which every thread
 // does for its share of the output channels. Winograd, where it fits: winograd_cycles, for the
@@ -162,7 +164,7 @@ MethodChoice choose_method(const Geometry& g, const Window2d& win, const PhasePl
       {ConvMethod::implicit, true, implicit_cycles(g, {ph.qh, ph.qw, ph.used, ph.reach, ph.floats}, threads, tile)},
       {ConvMethod::im2col, true, (gemm_cycles(g.og, g.p, g.k, tile) + 1.5 * kp) * share},
       {ConvMethod::transposed, true,
-       (gemm_cycles(g.p, g.og, g.k, tile) + 1.5 * kp + static_cast<double>(g.og * g.p)) * share +
+       (gemm_cycles(g.p, g.og, g.k, tile) + 4.0 * kp + static_cast<double>(g.og * g.p)) * share +
            (split ? 0.5 * kp : 0.0)},
       {ConvMethod::winograd, winograd && algorithm == ConvAlgorithm::automatic, winograd_cost},
   };
