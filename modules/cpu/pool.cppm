@@ -226,35 +226,34 @@ void run_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>& args, NoState&, Cp
   auto taps = win.stride_w == 1 ? &max_taps<1, T> : win.stride_w == 2 ? &max_taps<2, T> : &max_taps<0, T>;
   const WindowRowsFn<T> fixed = fixed_window<T>(win);
   // 3x3 windows at stride 2 along the rows (ResNet's stem pool): a row of them at a time in the
-  // active instruction set's vectors where it has the kernel (f32), each window's rows clipped
-  // to the plane (a row repeated changes no max).
+  // active instruction set's vectors where it has the kernel (f32), the top and bottom rows' clipped
+  // windows included.
   const bool stem_window = std::is_same_v<T, float> && win.kernel_h == 3 && win.kernel_w == 3 && win.stride_w == 2 &&
                            win.dilation_h == 1 && win.dilation_w == 1;
   for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const T* x, T* y, const Planes& p) {
     T* __restrict rowmax = cpu.scratch_as<T>(cpu.pool().current_worker());
     for (std::int64_t oh = 0; oh < p.ho; ++oh) {
       const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
-      if constexpr (std::is_same_v<T, float>) {
-        if (stem_window && rows.end > rows.first) {
-          const T* r[3] = {x + rows.first * p.w, x + std::min(rows.first + 1, rows.end - 1) * p.w,
-                           x + std::min(rows.first + 2, rows.end - 1) * p.w};
-          T* out = y + oh * p.wo;
-          if (cpu::max_pool_3x3_stride2(r[0], r[1], r[2], out, static_cast<std::size_t>(lo),
-                                        static_cast<std::size_t>(hi), -win.pad_w)) {
-            for (std::int64_t ow = 0; ow < lo; ++ow) out[ow] = border_max(r, win, p, ow);
-            for (std::int64_t ow = hi; ow < p.wo; ++ow) out[ow] = border_max(r, win, p, ow);
-            continue;
-          }
-        }
-      }
-      if (fixed != nullptr && rows.end - rows.first == win.kernel_h) {
-        const T* r[3] = {x + rows.first * p.w, x + std::min(rows.first + 1, p.h - 1) * p.w,
-                         x + std::min(rows.first + 2, p.h - 1) * p.w};
+      const bool whole = rows.end - rows.first == win.kernel_h;
+      if ((stem_window && rows.end > rows.first) || (fixed != nullptr && whole)) {
+        // The window's rows, clipped to the plane (a row repeated changes no max).
+        const T* r[3] = {x + rows.first * p.w, x + std::min(rows.first + 1, rows.end - 1) * p.w,
+                         x + std::min(rows.first + 2, rows.end - 1) * p.w};
         T* out = y + oh * p.wo;
-        for (std::int64_t ow = 0; ow < lo; ++ow) out[ow] = border_max(r, win, p, ow);
-        fixed(out, r, lo, hi, -win.pad_w);
-        for (std::int64_t ow = hi; ow < p.wo; ++ow) out[ow] = border_max(r, win, p, ow);
-        continue;
+        bool done = false;
+        if constexpr (std::is_same_v<T, float>) {
+          done = stem_window && cpu::max_pool_3x3_stride2(r[0], r[1], r[2], out, static_cast<std::size_t>(lo),
+                                                          static_cast<std::size_t>(hi), -win.pad_w);
+        }
+        if (!done && fixed != nullptr && whole) {
+          fixed(out, r, lo, hi, -win.pad_w);
+          done = true;
+        }
+        if (done) {
+          for (std::int64_t ow = 0; ow < lo; ++ow) out[ow] = border_max(r, win, p, ow);
+          for (std::int64_t ow = hi; ow < p.wo; ++ow) out[ow] = border_max(r, win, p, ow);
+          continue;
+        }
       }
       const T* first = x + rows.first * p.w;
       for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = first[iw];
