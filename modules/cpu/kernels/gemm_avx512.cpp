@@ -130,7 +130,7 @@ void kernel_mn(std::size_t kc, const float* a, B b, float* c, std::size_t ldc, _
   }
   // Four k steps per iteration: the loop's own instructions then cost next to nothing.
   for (; k + 4 <= kc; k += 4) {
-    if constexpr (NV == 1 && AS == kMr) {
+    if constexpr (AS == kMr) {
       for (int l = 0; l < 4 * AS; l += 16) {
         _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA + l), _MM_HINT_T1);
       }
