@@ -140,16 +140,32 @@ constexpr ConvScratch conv_scratch(ConvMethod method, std::int64_t k, std::int64
 }
 
 /// Tiles a Winograd convolution transforms and multiplies at once, of `tiles` (a group's, across
-/// the batch's images): those in as few blocks as keep a block's transformed input and output
-/// (points * (cg + og) floats per tile) within about 2 MiB (the L2 cache of recent cores, and some
-/// of L3), split evenly and rounded up to whole vectors of 16 tiles. Measured on Zen 4 with F(4x4)
-/// (ResNet-18's 3x3 layers, 16 to 196 tiles), blocks from 48 tiles up all run within noise of each
-/// other; smaller ones lose up to 20 %.
+/// the batch's images), split evenly into blocks and rounded up to whole vectors of 16 tiles. As
+/// few blocks as keep a block's transformed input and output (points * (cg + og) floats per tile)
+/// within about 2 MiB (the L2 cache of recent cores, and some of L3): measured on Zen 4 with
+/// F(4x4) (ResNet-18's 3x3 layers, 16 to 196 tiles), blocks from 48 tiles up all run within noise
+/// of each other, and smaller ones lose up to 20 %. But each block reads all the transformed
+/// filters (points * cg * og floats), from memory once they outgrow that cache. Then, where it
+/// moves fewer bytes, as few blocks as keep one point's share of a block (what one GEMM reads and
+/// writes, (cg + og) floats per tile) within 512 KiB, the transformed input and output counted as
+/// moved four times (written, read back, and the cache lines fetched for both writes). ResNet-18
+/// at batch 8 on a Xeon (filters from DRAM at ~14 GB/s): layer4's 3x3 convolutions -25-30 % in
+/// one block instead of four; all of layer2's in one block, +60 %, which this count avoids.
 constexpr std::int64_t winograd_block(std::int64_t cg, std::int64_t og, std::int64_t tiles, std::int64_t points) {
   if (tiles <= 0) return 1;
-  const std::int64_t per_tile = points * (cg + og) * static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t fit = std::max<std::int64_t>(16, (std::int64_t{2} << 20) / std::max<std::int64_t>(1, per_tile));
-  const std::int64_t blocks = (tiles + fit - 1) / fit;
+  constexpr std::int64_t kCache = std::int64_t{2} << 20;  // bytes
+  constexpr auto kFloat = static_cast<std::int64_t>(sizeof(float));
+  const auto blocks_within = [tiles](std::int64_t bytes, std::int64_t per_tile) {
+    const std::int64_t fit = std::max<std::int64_t>(16, bytes / std::max<std::int64_t>(1, per_tile));
+    return (tiles + fit - 1) / fit;
+  };
+  const std::int64_t per_tile = points * (cg + og) * kFloat;
+  std::int64_t blocks = blocks_within(kCache, per_tile);
+  const std::int64_t filters = points * cg * og * kFloat;
+  if (blocks > 1 && filters > kCache) {
+    const std::int64_t fewer = blocks_within(kCache / 4, (cg + og) * kFloat);
+    if (fewer * filters + 4 * tiles * per_tile < blocks * filters) blocks = fewer;
+  }
   return std::min(tiles, ((tiles + blocks - 1) / blocks + 15) / 16 * 16);
 }
 
