@@ -87,10 +87,11 @@ inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b, __mma
   }
 }
 
-// How far ahead (floats) the one-vector kernels fetch a packed A into L2. With 16 columns of B, A
-// is the stream (a batch-1 Winograd layer's transformed filters, read once from memory at 8 bytes
-// per cycle of FMAs), and the hardware's prefetchers alone left the kernel waiting on it:
-// ResNet-18 b1 -3% (see docs/benchmarks.md). Past a panel's end this reaches the next panel.
+// How far ahead (floats) the kernels reading a packed A panel fetch it into L2. With one or two
+// vectors of B columns, A is the stream (a batch-1 layer's weights, read once from memory at 4-8
+// bytes per cycle of FMAs), and the hardware's prefetchers alone left the kernel waiting on it:
+// ResNet-18 b1 -3% on Zen 5 (one-vector kernels), -2-3% more on a Xeon (two-vector kernels too;
+// see docs/benchmarks.md). Past a panel's end this reaches the next panel.
 constexpr std::ptrdiff_t kPrefetchA = 4096;
 
 // C[0:M, 0:16*NV] (+)= A panel x B over kc, then bias, then ReLU if asked; the last vector is
