@@ -10,6 +10,10 @@
 #include <cstring>
 #include <utility>
 
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "gemm.hpp"  // copy_rows
 #include "winograd.hpp"
 
@@ -102,20 +106,50 @@ struct Lanes {
     return __builtin_shufflevector(p01, p23, static_cast<int>((I % 4 < 2 ? 0 : L) + Offset + 2 * (I / 4) + I % 2)...);
   }
   template <int M>
-  static void interleave(const V (&y)[M], float* out) {
+  static void interleave(const V (&y)[M], V (&out)[M]) {
     constexpr auto lanes = std::make_index_sequence<L>{};
     const V p01_lo = zip2<0>(y[0], y[1], lanes), p01_hi = zip2<L / 2>(y[0], y[1], lanes);
     if constexpr (M == 2) {
-      store(out, p01_lo);
-      store(out + L, p01_hi);
+      out[0] = p01_lo;
+      out[1] = p01_hi;
     } else {
       const V p23_lo = zip2<0>(y[2], y[3], lanes), p23_hi = zip2<L / 2>(y[2], y[3], lanes);
-      store(out, zip4<0>(p01_lo, p23_lo, lanes));
-      store(out + L, zip4<L / 2>(p01_lo, p23_lo, lanes));
-      store(out + std::ptrdiff_t{2} * L, zip4<0>(p01_hi, p23_hi, lanes));
-      store(out + std::ptrdiff_t{3} * L, zip4<L / 2>(p01_hi, p23_hi, lanes));
+      out[0] = zip4<0>(p01_lo, p23_lo, lanes);
+      out[1] = zip4<L / 2>(p01_lo, p23_lo, lanes);
+      out[2] = zip4<0>(p01_hi, p23_hi, lanes);
+      out[3] = zip4<L / 2>(p01_hi, p23_hi, lanes);
     }
   }
+
+  // The first n (0 < n <= L) floats at p: masked where the instruction set has masked moves (the
+  // lanes past n are then neither read nor written), else through a copy of n floats.
+  static V load_first(const float* p, std::int64_t n) {
+    if (n == L) return load(p);
+#if defined(__AVX512F__)
+    if constexpr (L == 16) return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);
+#endif
+#if defined(__AVX2__)
+    if constexpr (L == 8) return _mm256_maskload_ps(p, lanes_below(n));
+#endif
+    V v{};
+    std::memcpy(&v, p, static_cast<std::size_t>(n) * sizeof(float));
+    return v;
+  }
+  static void store_first(float* p, V v, std::int64_t n) {
+    if (n == L) return store(p, v);
+#if defined(__AVX512F__)
+    if constexpr (L == 16) return _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v);
+#endif
+#if defined(__AVX2__)
+    if constexpr (L == 8) return _mm256_maskstore_ps(p, lanes_below(n), v);
+#endif
+    std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
+  }
+#if defined(__AVX2__)
+  static __m256i lanes_below(std::int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+#endif
 
   // B^T applied to the M + 2 values of a patch row or column.
   template <int M>
@@ -251,7 +285,6 @@ struct Lanes {
     }
     const V b = splat(bias);
     const bool relu_now = relu && residual == nullptr;  // with a residual, after adding it
-    alignas(64) float stage[M * L];
     for (std::int64_t a = 0; a < rows; ++a) {
       V row[M];
       output_1d<M>(s[a], row);
@@ -259,21 +292,18 @@ struct Lanes {
         value += b;
         if (relu_now) value = value > 0.0f ? value : 0.0f;
       }
+      V outs[M];  // the row's outputs in order; the first `width` are inside the output
+      interleave<M>(row, outs);
       float* out = dst + a * pitch;
-      if (residual == nullptr && width == std::int64_t{M} * L) {
-        interleave<M>(row, out);
-        continue;
-      }
-      interleave<M>(row, stage);
-      if (residual == nullptr) {
-        for (std::int64_t i = 0; i < width; ++i) out[i] = stage[i];
-        continue;
-      }
-      const float* res = residual + a * pitch;
-      if (relu) {
-        for (std::int64_t i = 0; i < width; ++i) out[i] = std::max(stage[i] + res[i], 0.0f);
-      } else {
-        for (std::int64_t i = 0; i < width; ++i) out[i] = stage[i] + res[i];
+      const float* res = residual != nullptr ? residual + a * pitch : nullptr;
+      for (std::int64_t i = 0; i < M && i * L < width; ++i) {
+        const std::int64_t n = std::min<std::int64_t>(L, width - i * L);
+        V value = outs[i];
+        if (res != nullptr) {
+          value += load_first(res + i * L, n);
+          if (relu) value = value < 0.0f ? 0.0f : value;  // std::max(value, 0): NaN stays NaN
+        }
+        store_first(out + i * L, value, n);
       }
     }
   }
