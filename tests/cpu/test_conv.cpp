@@ -189,3 +189,55 @@ TEST_CASE("every convolution algorithm, instruction set and thread count matches
     }
   }
 }
+
+// Wide layers whose transformed filters outgrow the cache run all their tiles in one block, so that
+// the filters are read once rather than once per block (winograd_block): 384 channels, 36 tiles of
+// F(4x4, 3x3) would be two blocks of 18 (rounded to 32) by the cache budget alone. Checked on a
+// sample of output channels against a direct convolution in double.
+TEST_CASE("Winograd in one block for wide layers with large transformed filters matches a direct convolution") {
+  CHECK(teeny::winograd_block(384, 384, 36, 36) == 36);   // merged: one block of all 36 tiles
+  CHECK(teeny::winograd_block(128, 128, 392, 36) == 64);  // ResNet-18's layer2 at batch 8: seven blocks
+  const std::int64_t c = 384, o = 384, h = 24, w = 24;
+  const std::vector<float> x = noise(static_cast<std::size_t>(c * h * w), 4);
+  const std::vector<float> weight = noise(static_cast<std::size_t>(o * c * 9), 5);
+  teeny::GraphBuilder builder;
+  auto in = builder.input("x", teeny::DType::f32, {1, c, h, w});
+  builder.output("y", builder.conv2d(in, o, {3, 3}, {.padding = {1, 1}, .bias = false}).named("conv"));
+  auto graph = std::move(builder).build();
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  for (const std::size_t threads : {1, 2}) {
+    CAPTURE(threads);
+    auto model = teeny::load_cpu(*graph, {}, {.threads = threads, .conv = ConvAlgorithm::winograd});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    const teeny::TensorRef params[] = {teeny::TensorRef::of<float>("conv.weight", weight, {o, c, 3, 3})};
+    REQUIRE(model->load_weights(params));
+    const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, {1, c, h, w})};
+    REQUIRE(model->forward(inputs));
+    auto got = model->output<float>("y");
+    REQUIRE(got);
+    REQUIRE(got->numel() == o * h * w);
+    std::int64_t bad = 0;
+    for (const std::int64_t oc : {0, 11, 190, 383}) {
+      for (std::int64_t oh = 0; oh < h; ++oh) {
+        for (std::int64_t ow = 0; ow < w; ++ow) {
+          double sum = 0, magnitude = 0;
+          for (std::int64_t ic = 0; ic < c; ++ic) {
+            for (std::int64_t i = 0; i < 3; ++i) {
+              for (std::int64_t j = 0; j < 3; ++j) {
+                const std::int64_t ih = oh - 1 + i, iw = ow - 1 + j;
+                if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                const double term = double{x[static_cast<std::size_t>((ic * h + ih) * w + iw)]} *
+                                    weight[static_cast<std::size_t>(((oc * c + ic) * 3 + i) * 3 + j)];
+                sum += term;
+                magnitude += std::abs(term);
+              }
+            }
+          }
+          const float value = got->data[(oc * h + oh) * w + ow];
+          if (!(std::abs(value - sum) <= kWinogradTolerance * magnitude + 1e-6)) ++bad;
+        }
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
