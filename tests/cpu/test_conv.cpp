@@ -192,8 +192,8 @@ TEST_CASE("every convolution algorithm, instruction set and thread count matches
 
 // Wide layers whose transformed filters outgrow the cache run all their tiles in one block, so that
 // the filters are read once rather than once per block (winograd_block): 384 channels, 36 tiles of
-// F(4x4, 3x3) would be two blocks of 18 (rounded to 32) by the cache budget alone. Checked on a
-// sample of output channels against a direct convolution in double.
+// F(4x4, 3x3) would be cut into blocks of 32 tiles (two blocks) by the cache budget alone. Checked
+// on a sample of output channels against a direct convolution in double.
 TEST_CASE("Winograd in one block for wide layers with large transformed filters matches a direct convolution") {
   CHECK(teeny::winograd_block(384, 384, 36, 36) == 36);   // merged: one block of all 36 tiles
   CHECK(teeny::winograd_block(128, 128, 392, 36) == 64);  // ResNet-18's layer2 at batch 8: seven blocks
