@@ -407,48 +407,38 @@ bool allocate_packed(Memory& memory, float*& data, std::size_t& floats, std::siz
 
 }  // namespace
 
-PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a, Memory& memory) {
+PackedMatrix PackedMatrix::pack(Operand operand, std::size_t k, std::size_t width, const float* x, std::size_t ld,
+                                bool trans, Memory& memory) {
   PackedMatrix p;
   p.memory_ = &memory;
   const Isa isa = active_isa();
   const KernelTable& kt = kernels_for(isa);
-  const std::size_t padded = round_up(m, kt.mr);
-  const Operand src = raw_a(a, lda, trans_a);
+  const bool a = operand == Operand::a;
+  const std::size_t panel = a ? kt.mr : kt.nr;
+  const std::size_t padded = round_up(width, panel);
+  const detail::Operand src = a ? raw_a(x, ld, trans) : raw_b(x, ld, trans);
+  const detail::PackFn fill = a ? kt.pack_a : kt.pack_b;
   if (!allocate_packed(memory, p.data_, p.floats_, k, padded, [&](float* dst) {
-        if (m != 0 && k != 0) kt.pack_a(src, k, m, dst);
+        if (width != 0 && k != 0) fill(src, k, width, dst);
       })) {
     return p;
   }
-  p.rows_ = m;
-  p.cols_ = k;
+  p.rows_ = a ? width : k;
+  p.cols_ = a ? k : width;
   p.block_k_ = kt.kc;
-  p.panel_ = kt.mr;
+  p.panel_ = panel;
   p.padded_ = padded;
-  p.operand_ = PackedMatrix::Operand::a;
+  p.operand_ = operand;
   p.isa_ = isa;
   return p;
 }
 
+PackedMatrix pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, bool trans_a, Memory& memory) {
+  return PackedMatrix::pack(PackedMatrix::Operand::a, k, m, a, lda, trans_a, memory);
+}
+
 PackedMatrix pack_b(std::size_t k, std::size_t n, const float* b, std::size_t ldb, bool trans_b, Memory& memory) {
-  PackedMatrix p;
-  p.memory_ = &memory;
-  const Isa isa = active_isa();
-  const KernelTable& kt = kernels_for(isa);
-  const std::size_t padded = round_up(n, kt.nr);
-  const Operand src = raw_b(b, ldb, trans_b);
-  if (!allocate_packed(memory, p.data_, p.floats_, k, padded, [&](float* dst) {
-        if (n != 0 && k != 0) kt.pack_b(src, k, n, dst);
-      })) {
-    return p;
-  }
-  p.rows_ = k;
-  p.cols_ = n;
-  p.block_k_ = kt.kc;
-  p.panel_ = kt.nr;
-  p.padded_ = padded;
-  p.operand_ = PackedMatrix::Operand::b;
-  p.isa_ = isa;
-  return p;
+  return PackedMatrix::pack(PackedMatrix::Operand::b, k, n, b, ldb, trans_b, memory);
 }
 
 bool repack(PackedMatrix& packed, const float* x, std::size_t ld, bool trans) {

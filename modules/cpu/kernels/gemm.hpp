@@ -101,6 +101,9 @@ class PackedMatrix {
   friend PackedMatrix pack_a(std::size_t, std::size_t, const float*, std::size_t, bool, Memory&);
   friend PackedMatrix pack_b(std::size_t, std::size_t, const float*, std::size_t, bool, Memory&);
   friend bool repack(PackedMatrix&, const float*, std::size_t, bool);
+  // pack_a's and pack_b's work: op(X) packed along its depth k and its width (M for A, N for B).
+  static PackedMatrix pack(Operand operand, std::size_t k, std::size_t width, const float* x, std::size_t ld,
+                           bool trans, Memory& memory);
   void reset();
 
   Memory* memory_ = nullptr;
