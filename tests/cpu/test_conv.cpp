@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -239,5 +240,40 @@ TEST_CASE("Winograd in one block for wide layers with large transformed filters 
       }
     }
     CHECK(bad == 0);
+  }
+}
+
+// ReLU keeps a NaN, as PyTorch's does: every output whose window reads a NaN input is NaN, with
+// the activation applied in the Winograd output transform (no residual) as in the GEMM epilogue.
+TEST_CASE("a NaN input gives NaN outputs through a convolution and its ReLU, whatever the algorithm") {
+  const std::int64_t c = 4, o = 8, h = 9, w = 9;
+  std::vector<float> x = noise(static_cast<std::size_t>(c * h * w), 6);
+  x[static_cast<std::size_t>((1 * h + 4) * w + 4)] = std::numeric_limits<float>::quiet_NaN();  // channel 1, (4, 4)
+  const std::vector<float> weight = noise(static_cast<std::size_t>(o * c * 9), 7);
+  teeny::GraphBuilder builder;
+  auto in = builder.input("x", teeny::DType::f32, {1, c, h, w});
+  builder.output("y", builder.relu(builder.conv2d(in, o, {3, 3}, {.padding = {1, 1}, .bias = false}).named("conv")));
+  auto graph = std::move(builder).build();
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  for (const ConvAlgorithm algorithm :
+       {ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2}) {
+    CAPTURE(static_cast<int>(algorithm));
+    auto model = teeny::load_cpu(*graph, {}, {.threads = 1, .conv = algorithm});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    const teeny::TensorRef params[] = {teeny::TensorRef::of<float>("conv.weight", weight, {o, c, 3, 3})};
+    REQUIRE(model->load_weights(params));
+    const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, {1, c, h, w})};
+    REQUIRE(model->forward(inputs));
+    auto got = model->output<float>("y");
+    REQUIRE(got);
+    std::int64_t not_nan = 0;
+    for (std::int64_t oc = 0; oc < o; ++oc) {
+      for (std::int64_t oh = 3; oh <= 5; ++oh) {
+        for (std::int64_t ow = 3; ow <= 5; ++ow) {
+          if (!std::isnan(got->data[(oc * h + oh) * w + ow])) ++not_nan;
+        }
+      }
+    }
+    CHECK(not_nan == 0);
   }
 }

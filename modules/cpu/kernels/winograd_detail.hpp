@@ -295,7 +295,7 @@ struct Lanes {
       output_1d<M>(s[a], row);
       for (V& value : row) {
         value += b;
-        if (relu_now) value = value > 0.0f ? value : 0.0f;
+        if (relu_now) value = value < 0.0f ? 0.0f : value;  // NaN stays NaN, as in PyTorch
       }
       V outs[M];  // the row's outputs in order; the first `width` are inside the output
       interleave<M>(row, outs);
