@@ -14,7 +14,8 @@
 //  - common.cppm: what they share.
 // A folded BatchNorm is applied to the weights and bias here, at load, before any method sees them.
 // A folded max pool is applied as each image's output is made where the GEMM methods allow
-// (run_packed), and otherwise here, after the whole convolution, by the max pool's own kernel.
+// (run_packed: 2x2 windows from the GEMM's result, the implicit GEMM's output band by band), and
+// otherwise here, after the whole convolution, by the max pool's own kernel.
 module;
 #include <cstddef>
 #include <cstdint>
@@ -121,6 +122,25 @@ bool pools_in_scratch(const ConvArgs<T>& args, const Geometry& g, const ConvStat
   }
 }
 
+// Whether run_packed makes and pools the output in bands of rows in scratch: an implicit GEMM
+// that applies the activation itself (it must come before the pool). The band stays in cache for
+// the pool to read, instead of the whole output going out to memory and back (ResNet's stem: 3.2
+// MB an image).
+template <CpuReal T>
+bool pools_in_bands(const ConvArgs<T>& args, const ConvStateOf<T>& state) {
+  cpu::Activation activation{};
+  return std::is_same_v<T, float> && !state.depthwise && state.method == ConvMethod::implicit &&
+         args.residual.data == nullptr && gemm_activation(args.epilogue, activation);
+}
+
+// Output rows a band holds: about 512 KiB of them (og channels, each row as wide as the planes),
+// and at least a pooling window's rows.
+std::int64_t pool_band_rows(const Window2d& pool, const Geometry& g, std::int64_t qw) {
+  constexpr std::int64_t kBandFloats = 128 * 1024;
+  const std::int64_t window = (pool.kernel_h - 1) * pool.dilation_h + 1;
+  return std::min(g.ho, std::max(window, kBandFloats / std::max<std::int64_t>(1, g.og * qw)));
+}
+
 }  // namespace
 
 // Everything but a folded max pool's buffer: the method, its packed weights, tables and scratch.
@@ -180,6 +200,10 @@ Result<ConvStateOf<T>> prepare_unpooled(const ConvArgs<T>& args, CpuContext& cpu
     if (state.method == ConvMethod::winograd) return plan_winograd(g, win, weights, std::move(state), cpu);
 #endif
     state.pool_in_scratch = args.pooled && pools_in_scratch(args, g, state);
+    if (args.pooled && !state.pool_in_scratch && pools_in_bands(args, state)) {
+      state.pool_in_bands = true;
+      state.pool_band_rows = pool_band_rows(args.pool, g, state.phases.qw);
+    }
     return plan_packed(g, weights, std::move(state), cpu);
   } else {
     // The GEMMs read the (scaled) weights as they are, and the input or its im2col matrix.
@@ -198,7 +222,7 @@ Result<ConvStateOf<T>> prepare_kernel(const conv_op<T>&, const ConvArgs<T>& args
   auto state = prepare_unpooled(args, cpu);
   if (!state || !args.pooled) return state;
   const Geometry g = geometry(args);
-  if (state->pool_in_scratch) return state;
+  if (state->pool_in_scratch || state->pool_in_bands) return state;
   // Otherwise the convolution runs whole into `unpooled`, which the max pool's kernel reads.
   const auto numel = static_cast<std::size_t>(g.n * g.o * g.ho * g.wo);
   state->unpooled = cpu::MemoryArray<T>(cpu.memory(), numel);
@@ -229,7 +253,7 @@ void run_on_threads(const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& 
 // then the max pool's kernel from there into y.
 template <CpuReal T>
 void run_and_pool(const ConvArgs<T>& args, ConvStateOf<T>& state, CpuContext& cpu) {
-  if (!args.pooled || state.pool_in_scratch) return run_on_threads(args, state, cpu);
+  if (!args.pooled || state.pool_in_scratch || state.pool_in_bands) return run_on_threads(args, state, cpu);
   const Geometry g = geometry(args);
   ConvArgs<T> whole = args;
   whole.pooled = false;

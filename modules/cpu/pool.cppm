@@ -33,7 +33,26 @@ constexpr KernelMemory max_pool2d_memory(std::size_t width) {
   return {0, static_cast<std::size_t>(floats) * sizeof(T), 0};
 }
 
+/// One plane of a max pool whose input rows need not be a plane's: input row ih (of h, each w
+/// wide) at x + (ih - first_row) * pitch, for the rows the pooled rows asked for read; output row
+/// oh (wo wide) at y + oh * wo. A convolution with a folded pool pools bands of its output this way.
+template <class T>
+struct MaxPoolRows {
+  const T* x = nullptr;
+  std::int64_t first_row = 0;
+  std::int64_t pitch = 0;
+  std::int64_t h = 0, w = 0;
+  T* y = nullptr;
+  std::int64_t wo = 0;
+};
+
 // Templates over the element type, compiled here for float and double (see the end of the file).
+
+/// Output rows [oh_begin, oh_end) of `plane` pooled with `win`, with 2 * plane.w + 2 elements of
+/// `scratch` (max_pool2d_memory(plane.w) has room for them).
+template <CpuReal T>
+void max_pool_rows(const MaxPoolRows<T>& plane, const Window2d& win, std::int64_t oh_begin, std::int64_t oh_end,
+                   T* scratch);
 template <CpuReal T>
 Result<NoState> prepare_kernel(const max_pool2d_op<T>& op, const Pool2dArgs<T>& args, CpuContext& cpu);
 template <CpuReal T>
@@ -160,8 +179,8 @@ void max_window_rows(T* __restrict out, const T* const* r, std::int64_t begin, s
 }
 // The max of output column `ow`'s window clipped to the row, over the K rows r[0..K).
 template <class T>
-T border_max(const T* const* r, const Window2d& w, const Planes& p, std::int64_t ow) {
-  const math::MaxSpan cols = math::max_pool_span(ow, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w, p.w);
+T border_max(const T* const* r, const Window2d& w, std::int64_t width, std::int64_t ow) {
+  const math::MaxSpan cols = math::max_pool_span(ow, w.kernel_w, w.stride_w, w.pad_w, w.dilation_w, width);
   T acc = -std::numeric_limits<T>::infinity();
   for (std::int64_t i = 0; i < w.kernel_h; ++i) {
     for (std::int64_t iw = cols.first; iw < cols.end; iw += w.dilation_w) acc = math::max_pool_update(acc, r[i][iw]);
@@ -212,17 +231,14 @@ WindowRowsFn<T> fixed_window(const Window2d& w) {
 }  // namespace
 
 template <CpuReal T>
-void run_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>& args, NoState&, CpuContext& cpu) {
-  const Window2d& win = args.window;
+void max_pool_rows(const MaxPoolRows<T>& p, const Window2d& win, std::int64_t oh_begin, std::int64_t oh_end,
+                   T* scratch) {
   // Separably, per output row: the max over the window's rows into a row buffer (elementwise over
   // contiguous rows), then over its columns. Output columns [lo, hi) have their whole window inside
   // the row and need no bounds checks.
-  const Planes shape = planes_of(args);
-  if (tiles_2x2(win, shape)) return max_pool_2x2(args.x.data, args.y.data, shape, cpu);
   const std::int64_t reach = (win.kernel_w - 1) * win.dilation_w - win.pad_w;  // last tap's offset
-  const std::int64_t lo = std::min(shape.wo, (win.pad_w + win.stride_w - 1) / win.stride_w);
-  const std::int64_t hi =
-      shape.w - 1 - reach < 0 ? lo : std::clamp((shape.w - 1 - reach) / win.stride_w + 1, lo, shape.wo);
+  const std::int64_t lo = std::min(p.wo, (win.pad_w + win.stride_w - 1) / win.stride_w);
+  const std::int64_t hi = p.w - 1 - reach < 0 ? lo : std::clamp((p.w - 1 - reach) / win.stride_w + 1, lo, p.wo);
   auto taps = win.stride_w == 1 ? &max_taps<1, T> : win.stride_w == 2 ? &max_taps<2, T> : &max_taps<0, T>;
   const WindowRowsFn<T> fixed = fixed_window<T>(win);
   // 3x3 windows at stride 2 along the rows (ResNet's stem pool): a row of them at a time in the
@@ -230,72 +246,81 @@ void run_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>& args, NoState&, Cp
   // windows included.
   const bool stem_window = std::is_same_v<T, float> && win.kernel_h == 3 && win.kernel_w == 3 && win.stride_w == 2 &&
                            win.dilation_h == 1 && win.dilation_w == 1;
-  for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const T* x, T* y, const Planes& p) {
-    T* __restrict rowmax = cpu.scratch_as<T>(cpu.pool().current_worker());
-    for (std::int64_t oh = 0; oh < p.ho; ++oh) {
-      const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
-      const bool whole = rows.end - rows.first == win.kernel_h;
-      if ((stem_window && rows.end > rows.first) || (fixed != nullptr && whole)) {
-        // The window's rows, clipped to the plane (a row repeated changes no max).
-        const T* r[3] = {x + rows.first * p.w, x + std::min(rows.first + 1, rows.end - 1) * p.w,
-                         x + std::min(rows.first + 2, rows.end - 1) * p.w};
-        T* out = y + oh * p.wo;
-        bool done = false;
-        if constexpr (std::is_same_v<T, float>) {
-          done = stem_window && cpu::max_pool_3x3_stride2(r[0], r[1], r[2], out, static_cast<std::size_t>(lo),
-                                                          static_cast<std::size_t>(hi), -win.pad_w);
-        }
-        if (!done && fixed != nullptr && whole) {
-          fixed(out, r, lo, hi, -win.pad_w);
-          done = true;
-        }
-        if (done) {
-          for (std::int64_t ow = 0; ow < lo; ++ow) out[ow] = border_max(r, win, p, ow);
-          for (std::int64_t ow = hi; ow < p.wo; ++ow) out[ow] = border_max(r, win, p, ow);
-          continue;
-        }
+  const auto row = [&](std::int64_t ih) { return p.x + (ih - p.first_row) * p.pitch; };
+  T* __restrict rowmax = scratch;
+  for (std::int64_t oh = oh_begin; oh < oh_end; ++oh) {
+    const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
+    const bool whole = rows.end - rows.first == win.kernel_h;
+    T* out = p.y + oh * p.wo;
+    if ((stem_window && rows.end > rows.first) || (fixed != nullptr && whole)) {
+      // The window's rows, clipped to the plane (a row repeated changes no max).
+      const T* r[3] = {row(rows.first), row(std::min(rows.first + 1, rows.end - 1)),
+                       row(std::min(rows.first + 2, rows.end - 1))};
+      bool done = false;
+      if constexpr (std::is_same_v<T, float>) {
+        done = stem_window && cpu::max_pool_3x3_stride2(r[0], r[1], r[2], out, static_cast<std::size_t>(lo),
+                                                        static_cast<std::size_t>(hi), -win.pad_w);
       }
-      const T* first = x + rows.first * p.w;
-      for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = first[iw];
-      for (std::int64_t ih = rows.first + win.dilation_h; ih < rows.end; ih += win.dilation_h) {
-        const T* __restrict row = x + ih * p.w;
-        for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = math::max_pool_update(rowmax[iw], row[iw]);
+      if (!done && fixed != nullptr && whole) {
+        fixed(out, r, lo, hi, -win.pad_w);
+        done = true;
       }
-      T* __restrict out = y + oh * p.wo;
-      auto border = [&](std::int64_t ow) {
-        const math::MaxSpan cols = math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, p.w);
-        out[ow] = -std::numeric_limits<T>::infinity();
-        for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
-          out[ow] = math::max_pool_update(out[ow], rowmax[iw]);
-        }
-      };
-      for (std::int64_t ow = 0; ow < lo; ++ow) border(ow);
-      if (win.stride_w == 2 && win.kernel_w == 3 && win.dilation_w == 1) {
-        max3_stride2(out, rowmax - win.pad_w, lo, hi);
-      } else if (win.stride_w == 2) {
-        // Even and odd columns apart, so that every tap reads one of them at unit stride: input
-        // column 2 * ow + t is even[ow + t / 2] for an even t, odd[ow + (t - 1) / 2] for an odd one.
-        T* __restrict even = rowmax + p.w;
-        T* __restrict odd = even + (p.w + 1) / 2;
-        for (std::int64_t i = 0; i < (p.w + 1) / 2; ++i) even[i] = rowmax[2 * i];
-        for (std::int64_t i = 0; i < p.w / 2; ++i) odd[i] = rowmax[2 * i + 1];
-        for (std::int64_t j = 0; j < win.kernel_w; ++j) {
-          const std::int64_t t = j * win.dilation_w - win.pad_w;
-          const T* src = t % 2 == 0 ? even + t / 2 : odd + (t - 1) / 2;  // t - 1 is even: exact
-          if (j == 0) {
-            for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = src[ow];
-          } else {
-            max_taps<1>(out, src, lo, hi, 1, 0);
-          }
-        }
-      } else {
-        for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = rowmax[ow * win.stride_w - win.pad_w];
-        for (std::int64_t j = 1; j < win.kernel_w; ++j) {
-          taps(out, rowmax, lo, hi, win.stride_w, j * win.dilation_w - win.pad_w);
-        }
+      if (done) {
+        for (std::int64_t ow = 0; ow < lo; ++ow) out[ow] = border_max(r, win, p.w, ow);
+        for (std::int64_t ow = hi; ow < p.wo; ++ow) out[ow] = border_max(r, win, p.w, ow);
+        continue;
       }
-      for (std::int64_t ow = hi; ow < p.wo; ++ow) border(ow);
     }
+    const T* first = row(rows.first);
+    for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = first[iw];
+    for (std::int64_t ih = rows.first + win.dilation_h; ih < rows.end; ih += win.dilation_h) {
+      const T* __restrict in = row(ih);
+      for (std::int64_t iw = 0; iw < p.w; ++iw) rowmax[iw] = math::max_pool_update(rowmax[iw], in[iw]);
+    }
+    auto border = [&](std::int64_t ow) {
+      const math::MaxSpan cols = math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, p.w);
+      out[ow] = -std::numeric_limits<T>::infinity();
+      for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
+        out[ow] = math::max_pool_update(out[ow], rowmax[iw]);
+      }
+    };
+    for (std::int64_t ow = 0; ow < lo; ++ow) border(ow);
+    if (win.stride_w == 2 && win.kernel_w == 3 && win.dilation_w == 1) {
+      max3_stride2(out, rowmax - win.pad_w, lo, hi);
+    } else if (win.stride_w == 2) {
+      // Even and odd columns apart, so that every tap reads one of them at unit stride: input
+      // column 2 * ow + t is even[ow + t / 2] for an even t, odd[ow + (t - 1) / 2] for an odd one.
+      T* __restrict even = rowmax + p.w;
+      T* __restrict odd = even + (p.w + 1) / 2;
+      for (std::int64_t i = 0; i < (p.w + 1) / 2; ++i) even[i] = rowmax[2 * i];
+      for (std::int64_t i = 0; i < p.w / 2; ++i) odd[i] = rowmax[2 * i + 1];
+      for (std::int64_t j = 0; j < win.kernel_w; ++j) {
+        const std::int64_t t = j * win.dilation_w - win.pad_w;
+        const T* src = t % 2 == 0 ? even + t / 2 : odd + (t - 1) / 2;  // t - 1 is even: exact
+        if (j == 0) {
+          for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = src[ow];
+        } else {
+          max_taps<1>(out, src, lo, hi, 1, 0);
+        }
+      }
+    } else {
+      for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] = rowmax[ow * win.stride_w - win.pad_w];
+      for (std::int64_t j = 1; j < win.kernel_w; ++j) {
+        taps(out, rowmax, lo, hi, win.stride_w, j * win.dilation_w - win.pad_w);
+      }
+    }
+    for (std::int64_t ow = hi; ow < p.wo; ++ow) border(ow);
+  }
+}
+
+template <CpuReal T>
+void run_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>& args, NoState&, CpuContext& cpu) {
+  const Planes shape = planes_of(args);
+  if (tiles_2x2(args.window, shape)) return max_pool_2x2(args.x.data, args.y.data, shape, cpu);
+  const Window2d& win = args.window;
+  for_each_plane(args, win.kernel_h * win.kernel_w, cpu, [&](const T* x, T* y, const Planes& p) {
+    max_pool_rows(MaxPoolRows<T>{x, 0, p.w, p.h, p.w, y, p.wo}, win, 0, p.ho,
+                  cpu.scratch_as<T>(cpu.pool().current_worker()));
   });
 }
 
@@ -484,6 +509,7 @@ void run_backward_kernel(const adaptive_avg_pool2d_op<T>&, const PoolGradArgs<T>
 
 // Every kernel above compiled here, once per element type: importers call these instances.
 #define TEENY_CPU_INSTANCES(T)                                                                                  \
+  template void max_pool_rows(const MaxPoolRows<T>&, const Window2d&, std::int64_t, std::int64_t, T*);          \
   template Result<NoState> prepare_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>&, CpuContext&);          \
   template void run_kernel(const max_pool2d_op<T>&, const Pool2dArgs<T>&, NoState&, CpuContext&);               \
   template Result<NoState> prepare_kernel(const avg_pool2d_op<T>&, const Pool2dArgs<T>&, CpuContext&);          \

@@ -333,8 +333,10 @@ std::vector<double> max_pool_reference(const std::vector<double>& x, std::int64_
 
 TEST_CASE("a max pool after a convolution is folded into it, after its activation") {
   // Each image's output pooled from the GEMM's result (2x2 windows at stride 2, one GEMM per
-  // image), or the whole convolution pooled after it by the max pool's kernel: every method, both
-  // thread counts, windows that leave rows and columns over, ceil mode and padding.
+  // image), an implicit GEMM's output made and pooled in bands of rows, or the whole convolution
+  // pooled after it by the max pool's kernel: every method, both thread counts, windows that leave
+  // rows and columns over, ceil mode and padding. 1024 output channels make bands of 4 rows
+  // (pool_band_rows), which keep the rows windows share from one band to the next.
   enum class Act { relu, softplus, none };
   struct Case {
     const char* what;
@@ -392,6 +394,24 @@ TEST_CASE("a max pool after a convolution is folded into it, after its activatio
        {2, 2, 0, false},
        A::implicit,
        Act::relu,
+       false},
+      {"bands of 4 rows, 3x3 at stride 2: a pooled row a band, one row kept; batch 1",
+       {1, 2, 20, 30, 1024, 3, 3, 1, 1, 1},
+       {3, 2, 1, false},
+       A::implicit,
+       Act::relu,
+       false},
+      {"bands of 4 rows, 3x3 at stride 1: two pooled rows a band, two rows kept",
+       {2, 1, 15, 30, 1024, 3, 3, 1, 1, 1},
+       {3, 1, 1, false},
+       A::implicit,
+       Act::relu,
+       true},
+      {"bands of 4 rows, 2x2 at stride 3: rows no window reads, ceil mode",
+       {2, 1, 17, 30, 1024, 3, 3, 1, 1, 1},
+       {2, 3, 0, true},
+       A::implicit,
+       Act::none,
        false},
   };
   for (const Case& c : cases) {

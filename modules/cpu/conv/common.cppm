@@ -179,6 +179,14 @@ template <class State>
 ConvScratch scratch_layout(const Geometry& g, const State& state) {
   ConvScratch l = conv_scratch(state.method, g.k, g.p, g.og, g.ho, g.wo, state.phases.floats, state.phases.qw, g.cg,
                                state.winograd.plane.points(), state.winograd.stride, state.winograd.staging);
+  if (state.pool_in_bands) {
+    // A band of output rows (og channels, pool_band_rows rows as wide as the planes), then the
+    // max pool's row buffer (max_pool_rows).
+    l.result = (l.columns + 15) / 16 * 16;
+    l.pool_rows = l.result + (g.og * state.pool_band_rows * state.phases.qw + 15) / 16 * 16;
+    l.total = l.pool_rows + 2 * g.wo + 2;
+    return l;
+  }
   if (state.pool_in_scratch && l.result == 0) {
     // The GEMM writes an image's output here to be pooled (at 16 floats at least: offset 0 means
     // no result area).

@@ -22,13 +22,14 @@ module;
 
 #include "cpu/kernels/gemm.hpp"
 #include "cpu/kernels/memory.hpp"
-#include "math/pool.hpp"  // Window2d
+#include "math/pool.hpp"  // Window2d, max_pool_span
 export module teeny.cpu:conv_gemm;
 import teeny.core;
 import teeny.model;
 import teeny.ops;
 import :context;
 import :elementwise;
+import :pool;
 import :conv_state;
 import :conv_common;
 
@@ -285,6 +286,50 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
                         static_cast<std::size_t>(pooled_h), pooled_w);
     }
   };
+  // A folded max pool applied band by band (pool_in_bands, implicit): pooled rows [pr0, pr1) of
+  // task t from its phase planes `cols`. Each band's output rows are made into `band` (og channels
+  // of pool_band_rows rows qw apart) and pooled from there while they are in cache; the rows the
+  // previous band made that this one's windows read too (one, for 3x3 windows at stride 2) are
+  // kept, moved to the front.
+  auto pooled_bands = [&](std::int64_t t, const float* cols, float* band, float* pool_rows, std::int64_t pr0,
+                          std::int64_t pr1) {
+    const Window2d& pw = args.pool;
+    const auto reads = [&](std::int64_t pr) {  // the output rows pooled row pr reads
+      return math::max_pool_span(pr, pw.kernel_h, pw.stride_h, pw.pad_h, pw.dilation_h, g.ho);
+    };
+    const std::int64_t group = t % g.groups;
+    cpu::Epilogue e = epilogue;
+    e.bias = bias != nullptr ? bias + group * g.og : nullptr;
+    const cpu::PackedMatrix& w = state.weights[static_cast<std::size_t>(group)];
+    const std::int64_t channel = state.pool_band_rows * qw;  // floats between a band's channels
+    float* out = y + ((t / g.groups) * g.o + group * g.og) * pooled_plane;
+    std::int64_t have_lo = 0, have_hi = 0;  // the output rows in `band`, from its first row on
+    for (std::int64_t b0 = pr0, b1 = pr0; b0 < pr1; b0 = b1) {
+      const std::int64_t lo = reads(b0).first;
+      for (b1 = b0 + 1; b1 < pr1 && reads(b1).end - lo <= state.pool_band_rows;) ++b1;
+      const std::int64_t hi = reads(b1 - 1).end;
+      const std::int64_t keep = std::max(lo, have_lo);
+      const std::int64_t kept = std::max<std::int64_t>(0, have_hi - keep);
+      if (kept > 0 && keep > have_lo) {
+        for (std::int64_t o = 0; o < g.og; ++o) {
+          float* c = band + o * channel;
+          std::memmove(c, c + (keep - have_lo) * qw, static_cast<std::size_t>(kept * qw) * sizeof(float));
+        }
+      }
+      if (const std::int64_t fresh = lo + kept; hi > fresh) {
+        const auto n = static_cast<std::size_t>((hi - fresh) * qw);
+        const cpu::GemmShape shape{static_cast<std::size_t>(g.og), n, static_cast<std::size_t>(g.k)};
+        cpu::sgemm(shape, w, cpu::RowTable{cols + fresh * qw, state.row_offsets.data()}, band + kept * qw,
+                   static_cast<std::size_t>(channel), e, pool);
+      }
+      have_lo = lo;
+      have_hi = hi;
+      for (std::int64_t o = 0; o < g.og; ++o) {
+        const MaxPoolRows<float> rows{band + o * channel, lo, qw, g.ho, g.wo, out + o * pooled_plane, args.y.shape[3]};
+        max_pool_rows(rows, pw, b0, b1, pool_rows);
+      }
+    }
+  };
   // Runs task t's GEMM unless implicit (implicit_band): into the output (into `result`, to be
   // pooled, with a folded max pool), or transposed into `result` for finish() to place.
   auto gemm = [&](std::int64_t t, const float* cols, float* result) {
@@ -359,6 +404,7 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
       float* result = layout.result != 0 ? cols + layout.result : nullptr;
       if (mode == ConvMethod::implicit) {
         fill_planes(t, cols, 0, state.phases.qh);
+        if (state.pool_in_bands) return pooled_bands(t, cols, result, cols + layout.pool_rows, 0, args.y.shape[2]);
         return implicit_band(t, cols, result, 0, g.ho);
       }
       if (mode != ConvMethod::input) im2col(input(t), g, win, cols, 0, g.k);
@@ -377,15 +423,27 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
     // threads would move half of what each reads from the other core's cache.
     // Output row oh reads plane rows oh .. oh + reach; the row after them holds what the last
     // window's discarded columns run into.
+    // With a folded pool banded, the threads split the pooled rows, each making the output rows
+    // its share reads (the windows across the cut: both).
     const std::int64_t reach = state.phases.reach;
+    const std::int64_t rows = state.pool_in_bands ? args.y.shape[2] : g.ho;
     for (std::int64_t t = 0; t < tasks; ++t) {
       pool.parallel_for(static_cast<std::size_t>(threads), [&](std::size_t band, std::size_t worker) {
-        const std::int64_t oh0 = g.ho * static_cast<std::int64_t>(band) / threads;
-        const std::int64_t oh1 = g.ho * static_cast<std::int64_t>(band + 1) / threads;
-        if (oh0 == oh1) return;
+        const std::int64_t r0 = rows * static_cast<std::int64_t>(band) / threads;
+        const std::int64_t r1 = rows * static_cast<std::int64_t>(band + 1) / threads;
+        if (r0 == r1) return;
         float* cols = cpu.scratch(worker);
+        float* result = layout.result != 0 ? cols + layout.result : nullptr;
+        if (!state.pool_in_bands) {
+          fill_planes(t, cols, r0, std::min(state.phases.qh, r1 + reach + 1));
+          return implicit_band(t, cols, result, r0, r1);
+        }
+        const Window2d& pw = args.pool;
+        const std::int64_t oh0 = math::max_pool_span(r0, pw.kernel_h, pw.stride_h, pw.pad_h, pw.dilation_h, g.ho).first;
+        const std::int64_t oh1 =
+            math::max_pool_span(r1 - 1, pw.kernel_h, pw.stride_h, pw.pad_h, pw.dilation_h, g.ho).end;
         fill_planes(t, cols, oh0, std::min(state.phases.qh, oh1 + reach + 1));
-        implicit_band(t, cols, layout.result != 0 ? cols + layout.result : nullptr, oh0, oh1);
+        pooled_bands(t, cols, result, cols + layout.pool_rows, r0, r1);
       });
     }
   } else {

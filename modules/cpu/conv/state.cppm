@@ -44,7 +44,8 @@ struct PhasePlanes {
 /// to cut, transposed, or Winograd's transformed output).
 struct ConvScratch {
   std::int64_t columns = 0;
-  std::int64_t result = 0;  // offset of the result area; 0 when the GEMM writes the output directly
+  std::int64_t result = 0;     // offset of the result area; 0 when the GEMM writes the output directly
+  std::int64_t pool_rows = 0;  // pool_in_bands: offset of the max pool's row buffer
   std::int64_t total = 0;
 };
 
@@ -95,9 +96,12 @@ struct ConvStateOf {
   cpu::MemoryArray<T> folded_bias;
   cpu::MemoryArray<T> folded_weight;
   // A folded max pool (ConvArgs::pooled): each image's output pooled from the GEMM's result in
-  // scratch (pool_in_scratch: 2x2 windows at stride 2, one GEMM per task), or else the whole
+  // scratch (pool_in_scratch: 2x2 windows at stride 2, one GEMM per task); or made and pooled in
+  // bands of pool_band_rows output rows in scratch (pool_in_bands: implicit); or else the whole
   // convolution run into `unpooled` and pooled from there by the max pool's kernel.
   bool pool_in_scratch = false;
+  bool pool_in_bands = false;
+  std::int64_t pool_band_rows = 0;
   cpu::MemoryArray<T> unpooled;
 };
 using ConvState = ConvStateOf<float>;
