@@ -191,6 +191,24 @@ TEST_CASE("every convolution algorithm, instruction set and thread count matches
   }
 }
 
+namespace {
+// Loads `graph` (input "x", a convolution "conv" without bias, output "y") on the CPU with
+// `options` and the weight given, runs it on `x` and returns "y".
+std::vector<float> run_conv(const teeny::Graph& graph, const teeny::CpuOptions& options,
+                            const std::vector<float>& weight, const teeny::ConcreteShape& weight_shape,
+                            const std::vector<float>& x, const teeny::ConcreteShape& x_shape) {
+  auto model = teeny::load_cpu(graph, {}, options);
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  const teeny::TensorRef params[] = {teeny::TensorRef::of<float>("conv.weight", weight, weight_shape)};
+  REQUIRE(model->load_weights(params));
+  const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, x_shape)};
+  REQUIRE(model->forward(inputs));
+  auto got = model->output<float>("y");
+  REQUIRE(got);
+  return {got->data, got->data + got->numel()};
+}
+}  // namespace
+
 // Wide layers whose transformed filters outgrow the cache run all their tiles in one block, so that
 // the filters are read once rather than once per block (winograd_block): 384 channels, 36 tiles of
 // F(4x4, 3x3) would be cut into blocks of 32 tiles (two blocks) by the cache budget alone. Checked
@@ -208,15 +226,9 @@ TEST_CASE("Winograd in one block for wide layers with large transformed filters 
   REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
   for (const std::size_t threads : {1, 2}) {
     CAPTURE(threads);
-    auto model = teeny::load_cpu(*graph, {}, {.threads = threads, .conv = ConvAlgorithm::winograd});
-    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
-    const teeny::TensorRef params[] = {teeny::TensorRef::of<float>("conv.weight", weight, {o, c, 3, 3})};
-    REQUIRE(model->load_weights(params));
-    const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, {1, c, h, w})};
-    REQUIRE(model->forward(inputs));
-    auto got = model->output<float>("y");
-    REQUIRE(got);
-    REQUIRE(got->numel() == o * h * w);
+    const std::vector<float> got =
+        run_conv(*graph, {.threads = threads, .conv = ConvAlgorithm::winograd}, weight, {o, c, 3, 3}, x, {1, c, h, w});
+    REQUIRE(std::ssize(got) == o * h * w);
     std::int64_t bad = 0;
     for (const std::int64_t oc : {0, 11, 190, 383}) {
       for (std::int64_t oh = 0; oh < h; ++oh) {
@@ -234,7 +246,7 @@ TEST_CASE("Winograd in one block for wide layers with large transformed filters 
               }
             }
           }
-          const float value = got->data[(oc * h + oh) * w + ow];
+          const float value = got[static_cast<std::size_t>((oc * h + oh) * w + ow)];
           if (!(std::abs(value - sum) <= kWinogradTolerance * magnitude + 1e-6)) ++bad;
         }
       }
@@ -258,19 +270,14 @@ TEST_CASE("a NaN input gives NaN outputs through a convolution and its ReLU, wha
   for (const ConvAlgorithm algorithm :
        {ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2}) {
     CAPTURE(static_cast<int>(algorithm));
-    auto model = teeny::load_cpu(*graph, {}, {.threads = 1, .conv = algorithm});
-    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
-    const teeny::TensorRef params[] = {teeny::TensorRef::of<float>("conv.weight", weight, {o, c, 3, 3})};
-    REQUIRE(model->load_weights(params));
-    const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, {1, c, h, w})};
-    REQUIRE(model->forward(inputs));
-    auto got = model->output<float>("y");
-    REQUIRE(got);
+    const std::vector<float> got =
+        run_conv(*graph, {.threads = 1, .conv = algorithm}, weight, {o, c, 3, 3}, x, {1, c, h, w});
+    REQUIRE(std::ssize(got) == o * h * w);
     std::int64_t not_nan = 0;
     for (std::int64_t oc = 0; oc < o; ++oc) {
       for (std::int64_t oh = 3; oh <= 5; ++oh) {
         for (std::int64_t ow = 3; ow <= 5; ++ow) {
-          if (!std::isnan(got->data[(oc * h + oh) * w + ow])) ++not_nan;
+          if (!std::isnan(got[static_cast<std::size_t>((oc * h + oh) * w + ow)])) ++not_nan;
         }
       }
     }
