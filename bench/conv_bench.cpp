@@ -50,6 +50,10 @@ const ConvShape shapes[] = {
     {"layer4.0.conv1", 256, 512, 14, 3, 2, 1},
     {"layer4", 512, 512, 7, 3, 1, 1},
     {"layer4.ds", 256, 512, 14, 1, 2, 0},
+    // The deepest at batch 8, where the methods' costs differ from batch 1's
+    {"layer3.b8", 256, 256, 14, 3, 1, 1, 8},
+    {"layer4.0.conv1.b8", 256, 512, 14, 3, 2, 1, 8},
+    {"layer4.b8", 512, 512, 7, 3, 1, 1, 8},
     // LeNet's (tools/make_fixtures.py) at batch 64
     {"lenet.conv1", 1, 8, 28, 5, 1, 2, 64},
     {"lenet.conv2", 8, 16, 14, 5, 1, 0, 64},
