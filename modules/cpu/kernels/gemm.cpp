@@ -294,6 +294,9 @@ Split plan_split(const KernelTable& kt, const GemmArgs& g, std::size_t threads) 
       double cost = rows * cols * k / 16.0;
       if (pack_a) cost += 0.5 * rows * k;
       if (pack_b) cost += 0.5 * cols * k * std::ceil(rows / static_cast<double>(kt.mc));
+      // With the columns split, each task reads its rows of A whole, most of which other threads
+      // made: the step before (a layer on the same images) split its output by rows.
+      if (pack_a && tn > 1) cost += rows * k * static_cast<double>(tn - 1) / static_cast<double>(tn);
       if (tm * tn == 1 || cost < best_cost * 0.98) {
         best = {tm, tn};
         best_cost = cost;
