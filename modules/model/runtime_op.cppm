@@ -81,6 +81,11 @@ concept HasGridForLaunch =
     };
 
 template <class Op>
+concept HasOutputAliasesInput = requires(const Op& op) {
+  { op.output_may_alias_input() } -> std::convertible_to<bool>;
+};
+
+template <class Op>
 concept HasParamDtype = requires(const Op& op, std::size_t i) {
   { op.param_dtype(i) } -> std::same_as<DType>;
 };
@@ -142,6 +147,16 @@ struct compute_concrete_output_shape_fn {
     }
   }
 };
+struct output_may_alias_input_fn {
+  template <RuntimeOp Op>
+  constexpr bool operator()(const Op& op) const {
+    if constexpr (HasOutputAliasesInput<Op>) {
+      return op.output_may_alias_input();
+    } else {
+      return false;
+    }
+  }
+};
 struct n_launches_fn {
   template <RuntimeOp Op>
   constexpr std::size_t operator()(const Op& op) const {
@@ -187,6 +202,10 @@ inline constexpr runtime_detail::forward_output_row_stride_fn forward_output_row
 inline constexpr runtime_detail::param_init_data_fn param_init_data{};
 /// The true concrete output shape from concrete inputs. Default: the bound symbolic shape.
 inline constexpr runtime_detail::compute_concrete_output_shape_fn compute_concrete_output_shape{};
+/// Whether the output may share its first input's memory (a reshape: the same elements in the
+/// same order), where nothing else reads that input; the kernel then finds y.data == x.data.
+/// Default: false.
+inline constexpr runtime_detail::output_may_alias_input_fn output_may_alias_input{};
 /// Sequential launches the op needs (e.g. a concat: one per input). Default: 1.
 inline constexpr runtime_detail::n_launches_fn n_launches{};
 /// Arguments of launch `i`. Default: pack_args.

@@ -36,6 +36,7 @@ struct reshape_op {
   OpOutput out;
 
   std::string_view name() const { return "reshape"; }
+  bool output_may_alias_input() const { return true; }  // the same elements in the same order
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
   KernelInstance kernel() const {

@@ -605,6 +605,38 @@ class LoadedModel {
         requests[id].last_step = std::max(requests[id].last_step, step_of[use.consumer]);
     }
     for (const Port& out : outputs_) requests[out.node].last_step = training_plan ? 2 * total_steps : total_steps;
+    // A reshape (output_may_alias_input) of a value nothing else reads, neither an input nor an
+    // output, takes that value's bytes, its own copy then skipped. Inference plans only: the
+    // training plan's backward is not made for shared bytes.
+    std::vector<NodeId> alias_of(n, n);  // the node whose bytes a value takes; n: its own
+    const auto output_node = [&](NodeId id) {
+      return std::any_of(outputs_.begin(), outputs_.end(), [&](const Port& p) { return p.node == id; });
+    };
+    if (!training_plan) {
+      for (NodeId id : order_) {
+        const auto& node = dag[id];
+        const bool may_alias = std::visit(
+            [&]<class Op>(const Op& op) {
+              if constexpr (InputOpType<Op>) {
+                return false;
+              } else {
+                return output_may_alias_input(op);
+              }
+            },
+            node.op);
+        if (!may_alias || node.inputs.empty() || output_node(id)) continue;
+        const NodeId x = node.inputs[0];
+        const NodeId root = alias_of[x] == n ? x : alias_of[x];  // a reshape of a reshape: the first's
+        const bool plain = row_strides[x] == shapes[x].last() && row_strides[id] == shapes[id].last() &&
+                           requests[root].bytes == requests[id].bytes;
+        if (!plain || std::holds_alternative<InputOp>(dag[x].op) || output_node(x) || dag.uses(x).size() != 1) {
+          continue;
+        }
+        alias_of[id] = root;
+        requests[root].last_step = std::max(requests[root].last_step, requests[id].last_step);
+        requests[id].bytes = 0;
+      }
+    }
 #if TEENY_TRAINING
     if (training_plan) {
       const auto backward_step = [&](NodeId id) { return 2 * total_steps - 1 - step_of[id]; };
@@ -623,7 +655,10 @@ class LoadedModel {
       }
     }
 #endif
-    const MemoryPlan memory = plan_memory(requests);
+    MemoryPlan memory = plan_memory(requests);
+    for (NodeId id = 0; id < n; ++id) {
+      if (alias_of[id] != n) memory.offsets[id] = memory.offsets[alias_of[id]];
+    }
     auto arena = Buffer::allocate(memory.arena_bytes);
     if (!arena) return std::move(arena).error().context("activation arena");
     plan->arena = std::move(*arena);

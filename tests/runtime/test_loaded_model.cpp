@@ -129,6 +129,44 @@ TEST_CASE("the arena reuses memory by liveness") {
   CHECK(stats.arena_bytes <= floats * (64 * 784 * 2 + 64 * 10) + 3 * 64);
 }
 
+TEST_CASE("a reshape of a value nothing else reads shares its bytes; one also read elsewhere is copied") {
+  // x [2, 4] -> relu -> reshape [2, 2, 2] -> flatten [2, 4] -> fc [2, 1]: both reshapes take the
+  // ReLU's bytes. With the ReLU also an output, the first reshape is a copy, and the flatten takes
+  // its bytes. (A Linear's output may have padded rows, which a reshape would not read as such.)
+  const auto build = [](bool relu_output) {
+    teeny::GraphBuilder b;
+    auto x = b.input("x", teeny::DType::f32, {2, 4});
+    auto h = b.relu(x);
+    if (relu_output) b.output("h", h);
+    b.output("y", b.linear(b.flatten(b.reshape(h, {2, 2, 2})), 1).named("fc"));
+    auto graph = std::move(b).build();
+    REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+    return std::move(*graph);
+  };
+  const std::vector<float> x = {1, -2, 3, 0.5f, -0.5f, 4, 6, -1};
+  const std::vector<float> w = {1, -1, 2, 0.5f}, bias = {0.25f};
+  // By hand, after the ReLU: 1 + 6 + 0.25 + 0.25 and -4 + 12 + 0.25.
+  const std::vector<double> expected = {7.5, 8.25};
+  std::size_t naive[2] = {};
+  for (const bool relu_output : {false, true}) {
+    CAPTURE(relu_output);
+    auto model = teeny::load_cpu(build(relu_output), {});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    const teeny::TensorRef params[] = {teeny::TensorRef::of<float>("fc.weight", w, {1, 4}),
+                                       teeny::TensorRef::of<float>("fc.bias", bias, {1})};
+    REQUIRE(model->load_weights(params));
+    const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, {2, 4})};
+    for (int run = 0; run < 2; ++run) {
+      REQUIRE(model->forward(inputs));
+      fixtures::check_near(*model->output("y"), expected, 1e-6, 1e-6);
+    }
+    if (relu_output) fixtures::check_near(*model->output("h"), {1, 0, 3, 0.5, 0, 4, 6, 0}, 0, 0);
+    naive[relu_output ? 1 : 0] = model->stats().naive_arena_bytes;
+  }
+  // Every value takes 64 bytes here or none: one more buffer where the first reshape copies.
+  CHECK(naive[0] + 64 == naive[1]);
+}
+
 TEST_CASE("another batch size gets its own plan; results agree row by row") {
   MlpFixture fx;
   auto model = teeny::load_cpu(mlp(), {{"batch", 3}});
