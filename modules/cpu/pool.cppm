@@ -33,9 +33,10 @@ constexpr KernelMemory max_pool2d_memory(std::size_t width) {
   return {0, static_cast<std::size_t>(floats) * sizeof(T), 0};
 }
 
-/// One plane of a max pool whose input rows need not be a plane's: input row ih (of h, each w
-/// wide) at x + (ih - first_row) * pitch, for the rows the pooled rows asked for read; output row
-/// oh (wo wide) at y + oh * wo. A convolution with a folded pool pools bands of its output this way.
+/// One plane of a max pool whose input rows need not be a plane's: input row ih (of h rows, each w
+/// wide) at x + (ih - first_row) * pitch, where only the rows the output rows asked for read need
+/// be; output row oh (wo wide) at y + oh * wo. A convolution with a folded pool pools bands of its
+/// output this way.
 template <class T>
 struct MaxPoolRows {
   const T* x = nullptr;
@@ -251,7 +252,7 @@ void max_pool_rows(const MaxPoolRows<T>& p, const Window2d& win, std::int64_t oh
   for (std::int64_t oh = oh_begin; oh < oh_end; ++oh) {
     const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, p.h);
     const bool whole = rows.end - rows.first == win.kernel_h;
-    T* out = p.y + oh * p.wo;
+    T* __restrict out = p.y + oh * p.wo;
     if ((stem_window && rows.end > rows.first) || (fixed != nullptr && whole)) {
       // The window's rows, clipped to the plane (a row repeated changes no max).
       const T* r[3] = {row(rows.first), row(std::min(rows.first + 1, rows.end - 1)),

@@ -428,9 +428,9 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
     const std::int64_t reach = state.phases.reach;
     const std::int64_t rows = state.pool_in_bands ? args.y.shape[2] : g.ho;
     for (std::int64_t t = 0; t < tasks; ++t) {
-      pool.parallel_for(static_cast<std::size_t>(threads), [&](std::size_t band, std::size_t worker) {
-        const std::int64_t r0 = rows * static_cast<std::int64_t>(band) / threads;
-        const std::int64_t r1 = rows * static_cast<std::int64_t>(band + 1) / threads;
+      pool.parallel_for(static_cast<std::size_t>(threads), [&](std::size_t part, std::size_t worker) {
+        const std::int64_t r0 = rows * static_cast<std::int64_t>(part) / threads;
+        const std::int64_t r1 = rows * static_cast<std::int64_t>(part + 1) / threads;
         if (r0 == r1) return;
         float* cols = cpu.scratch(worker);
         float* result = layout.result != 0 ? cols + layout.result : nullptr;
