@@ -291,12 +291,12 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
   // of pool_band_rows rows qw apart) and pooled from there while they are in cache; the rows the
   // previous band made that this one's windows read too (one, for 3x3 windows at stride 2) are
   // kept, moved to the front.
+  const Window2d& pw = args.pool;
+  const auto reads = [&](std::int64_t pr) {  // the output rows pooled row pr reads
+    return math::max_pool_span(pr, pw.kernel_h, pw.stride_h, pw.pad_h, pw.dilation_h, g.ho);
+  };
   auto pooled_bands = [&](std::int64_t t, const float* cols, float* band, float* pool_rows, std::int64_t pr0,
                           std::int64_t pr1) {
-    const Window2d& pw = args.pool;
-    const auto reads = [&](std::int64_t pr) {  // the output rows pooled row pr reads
-      return math::max_pool_span(pr, pw.kernel_h, pw.stride_h, pw.pad_h, pw.dilation_h, g.ho);
-    };
     const std::int64_t group = t % g.groups;
     cpu::Epilogue e = epilogue;
     e.bias = bias != nullptr ? bias + group * g.og : nullptr;
@@ -438,11 +438,7 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
           fill_planes(t, cols, r0, std::min(state.phases.qh, r1 + reach + 1));
           return implicit_band(t, cols, result, r0, r1);
         }
-        const Window2d& pw = args.pool;
-        const std::int64_t oh0 = math::max_pool_span(r0, pw.kernel_h, pw.stride_h, pw.pad_h, pw.dilation_h, g.ho).first;
-        const std::int64_t oh1 =
-            math::max_pool_span(r1 - 1, pw.kernel_h, pw.stride_h, pw.pad_h, pw.dilation_h, g.ho).end;
-        fill_planes(t, cols, oh0, std::min(state.phases.qh, oh1 + reach + 1));
+        fill_planes(t, cols, reads(r0).first, std::min(state.phases.qh, reads(r1 - 1).end + reach + 1));
         pooled_bands(t, cols, result, cols + layout.pool_rows, r0, r1);
       });
     }
