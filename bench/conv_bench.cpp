@@ -10,7 +10,8 @@
 //
 // Each benchmark loads a one-convolution model (conv + ReLU, no bias, as in ResNet-18 after its
 // BatchNorm is folded) through the CPU backend, so what is timed is what a model runs: the conv
-// step's column making, GEMM and epilogue. The weights stay zero: the time does not depend on them.
+// step's column making, GEMM and epilogue (`conv1.pooled.b8`: with the stem's max pool folded in,
+// as the model runs it). The weights stay zero: the time does not depend on them.
 // Cold runs write 64 MiB between forwards (untimed), so that weights and input come from memory
 // as they do inside a whole ResNet-18, whose 46 MB of weights do not stay in cache.
 #include <benchmark/benchmark.h>
@@ -30,6 +31,7 @@ struct ConvShape {
   const char* name;
   std::int64_t in, out, image, kernel, stride, padding;
   std::int64_t batch = 1;
+  bool pooled = false;  // followed by ResNet's stem max pool (3x3, stride 2, padding 1), folded into it
   double flops() const {
     const std::int64_t o = (image + 2 * padding - kernel) / stride + 1;
     return 2.0 * static_cast<double>(batch * out * o * o) * static_cast<double>(in * kernel * kernel);
@@ -50,7 +52,10 @@ const ConvShape shapes[] = {
     {"layer4.0.conv1", 256, 512, 14, 3, 2, 1},
     {"layer4", 512, 512, 7, 3, 1, 1},
     {"layer4.ds", 256, 512, 14, 1, 2, 0},
-    // The deepest at batch 8, where the methods' costs differ from batch 1's
+    // The stem and the deepest at batch 8, where the methods' costs and the threads' split differ
+    // from batch 1's
+    {"conv1.b8", 3, 64, 224, 7, 2, 3, 8},
+    {"conv1.pooled.b8", 3, 64, 224, 7, 2, 3, 8, true},
     {"layer3.b8", 256, 256, 14, 3, 1, 1, 8},
     {"layer4.0.conv1.b8", 256, 512, 14, 3, 2, 1, 8},
     {"layer4.b8", 512, 512, 7, 3, 1, 1, 8},
@@ -69,9 +74,10 @@ void flush_caches() {
 void run_conv(benchmark::State& state, const ConvShape& s, std::size_t threads, teeny::ConvAlgorithm algorithm) {
   teeny::GraphBuilder b;
   auto x = b.input("x", teeny::DType::f32, {s.batch, s.in, s.image, s.image});
-  b.output("y", b.relu(b.conv2d(x, s.out, {s.kernel, s.kernel},
-                                {.stride = {s.stride, s.stride}, .padding = {s.padding, s.padding}, .bias = false})
-                           .named("conv")));
+  auto y = b.relu(b.conv2d(x, s.out, {s.kernel, s.kernel},
+                           {.stride = {s.stride, s.stride}, .padding = {s.padding, s.padding}, .bias = false})
+                      .named("conv"));
+  b.output("y", s.pooled ? b.max_pool2d(y, 3, {.stride = teeny::Size2{2, 2}, .padding = {1, 1}}) : y);
   auto graph = std::move(b).build();
   auto model = graph ? teeny::load_cpu(*graph, {}, {.threads = threads, .conv = algorithm})
                      : teeny::Result<teeny::CpuModel>(graph.error());
