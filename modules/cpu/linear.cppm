@@ -20,6 +20,8 @@ export namespace teeny {
 
 struct LinearState {
   cpu::PackedMatrix weight;  // f32: W^T in the GEMM's layout, packed once per load; f64 reads W as it is
+  // f32, one row: the order of the next call's column panels, alternated (see cpu::ColumnOrder).
+  cpu::ColumnOrder order = cpu::ColumnOrder::ascending;
 };
 
 /// What a linear_op<T> kernel on `rows` rows takes from the CPU context's Memory (see
@@ -93,7 +95,12 @@ void run_kernel(const linear_op<T>& op, const LinearArgs<T>& args, LinearState& 
   const auto in = static_cast<std::size_t>(op.attrs.in_features);
   const auto out = static_cast<std::size_t>(op.attrs.out_features);
   if constexpr (std::is_same_v<T, float>) {
-    cpu::sgemm({rows, out, in}, args.x.data, in, false, state.weight, args.y.data, out, epilogue, cpu.pool());
+    cpu::sgemm({rows, out, in}, args.x.data, in, false, state.weight, args.y.data, out, epilogue, cpu.pool(),
+               state.order);
+    if (rows == 1) {
+      state.order =
+          state.order == cpu::ColumnOrder::ascending ? cpu::ColumnOrder::descending : cpu::ColumnOrder::ascending;
+    }
   } else {
     cpu::gemm({rows, out, in}, args.x.data, in, false, args.weight.data, in, true, args.y.data, out, epilogue,
               cpu.pool());

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,7 @@ namespace {
 
 using teeny::cpu::Activation;
 using teeny::cpu::BiasAxis;
+using teeny::cpu::ColumnOrder;
 using teeny::cpu::Epilogue;
 using teeny::cpu::GemmShape;
 using teeny::cpu::Isa;
@@ -126,8 +128,6 @@ struct Problem {
     }
   }
 
-  // Runs one variant and checks C (and that C's padding is untouched). mode: 0 raw, 1 packed A,
-  // 2 packed B.
   // C before the call, with a sentinel in its row padding.
   Strided fresh_c() const {
     Strided c = c0;
@@ -137,6 +137,8 @@ struct Problem {
     return c;
   }
 
+  // Runs one variant and checks C (and that C's padding is untouched). mode: 0 raw, 1 packed A,
+  // 2 packed B, 3 packed B with the column panels in descending order.
   void run_and_check(int mode, ThreadPool& pool, const std::string& what) const {
     Strided c = fresh_c();
     if (mode == 0) {
@@ -146,11 +148,23 @@ struct Problem {
       REQUIRE(pa.ok());
       REQUIRE(teeny::cpu::sgemm(s, pa, b.v.data(), b.ld, tb, c.v.data(), c.ld, epi, pool));
     } else {
+      // 3: the column panels in descending order (ColumnOrder: one row of A; elsewhere ignored).
       const PackedMatrix pb = teeny::cpu::pack_b(s.k, s.n, b.v.data(), b.ld, tb);
       REQUIRE(pb.ok());
-      REQUIRE(teeny::cpu::sgemm(s, a.v.data(), a.ld, ta, pb, c.v.data(), c.ld, epi, pool));
+      const ColumnOrder order = mode == 3 ? ColumnOrder::descending : ColumnOrder::ascending;
+      REQUIRE(teeny::cpu::sgemm(s, a.v.data(), a.ld, ta, pb, c.v.data(), c.ld, epi, pool, order));
     }
     check(c, what);
+  }
+
+  // C after the call in `mode`, for comparing modes bit for bit.
+  std::vector<float> result(int mode, ThreadPool& pool) const {
+    Strided c = fresh_c();
+    const PackedMatrix pb = teeny::cpu::pack_b(s.k, s.n, b.v.data(), b.ld, tb);
+    REQUIRE(pb.ok());
+    const ColumnOrder order = mode == 3 ? ColumnOrder::descending : ColumnOrder::ascending;
+    REQUIRE(teeny::cpu::sgemm(s, a.v.data(), a.ld, ta, pb, c.v.data(), c.ld, epi, pool, order));
+    return c.v;
   }
 
   void check(const Strided& c, const std::string& what) const {
@@ -215,7 +229,7 @@ TEST_CASE("sgemm matches a double reference for every ISA, shape, transpose, pac
       const Problem p(s, ta, tb, act, bias_mode, accumulate, rng);
       for (const Isa isa : available_isas()) {
         REQUIRE(teeny::cpu::set_isa(isa) == isa);
-        for (int mode = 0; mode < 3; ++mode) {
+        for (int mode = 0; mode < 4; ++mode) {
           for (const auto& pool : pools) {
             p.run_and_check(mode, *pool, describe(s, ta, tb, mode, pool->size(), isa, p.epi));
           }
@@ -242,8 +256,37 @@ TEST_CASE("every epilogue: activations, column and row bias, accumulate") {
             for (ThreadPool* pool : {&one, &three}) {
               p.run_and_check(0, *pool, describe(s, false, true, 0, pool->size(), isa, p.epi));
               p.run_and_check(2, *pool, describe(s, false, true, 2, pool->size(), isa, p.epi));
+              p.run_and_check(3, *pool, describe(s, false, true, 3, pool->size(), isa, p.epi));
             }
           }
+        }
+      }
+    }
+  }
+}
+
+// A batch-1 layer alternates the order of its column panels from call to call: its results must be
+// the same bits in either order (each element's sum over the K blocks runs in the same order).
+TEST_CASE("one row of A against a packed B: the same bits in either column order") {
+  const IsaGuard guard;
+  const auto pools = make_pools();
+  std::mt19937 rng(11);
+  // Partial last panels, one to three K blocks, every epilogue.
+  const GemmShape shapes[] = {{1, 70, 800}, {1, 1000, 784}, {1, 33, 5}, {1, 512, 512}, {1, 17, 385}};
+  int variant = 0;
+  for (const GemmShape& s : shapes) {
+    for (const Activation act : {Activation::none, Activation::relu, Activation::gelu_erf}) {
+      const Problem p(s, false, variant % 2 == 1, act, variant % 3, variant % 4 == 3, rng);
+      ++variant;
+      for (const Isa isa : available_isas()) {
+        REQUIRE(teeny::cpu::set_isa(isa) == isa);
+        for (const auto& pool : pools) {
+          CAPTURE(describe(s, false, p.tb, 3, pool->size(), isa, p.epi));
+          const std::vector<float> ascending = p.result(2, *pool);
+          const std::vector<float> descending = p.result(3, *pool);
+          CHECK(std::equal(
+              ascending.begin(), ascending.end(), descending.begin(), descending.end(),
+              [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }));
         }
       }
     }

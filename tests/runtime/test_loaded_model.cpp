@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -183,6 +184,39 @@ TEST_CASE("another batch size gets its own plan; results agree row by row") {
   CHECK(row->shape == teeny::ConcreteShape{1, 10});
   auto first = teeny::Tensor::from<float>(std::span<const float>(fx.logits.view<float>()->data, 10), {1, 10});
   fixtures::check_close(*row, *first);
+}
+
+// At batch 1 a Linear's GEMM alternates the order of its column panels from one forward to the next
+// (cpu::ColumnOrder): the results must not change with it.
+TEST_CASE("the MLP at batch 1 gives PyTorch's logits, the same bits forward after forward") {
+  MlpFixture fx;
+  for (const std::size_t threads : {1, 2}) {
+    CAPTURE(threads);
+    auto model = teeny::load_cpu(mlp(), {{"batch", 1}}, {.threads = threads});
+    REQUIRE(model);
+    REQUIRE(model->load_weights(fx.file, {.strict = false}));
+    for (std::int64_t image = 0; image < 3; ++image) {
+      CAPTURE(image);
+      auto one = teeny::Tensor::zeros(teeny::DType::f32, {1, 1, 28, 28});
+      REQUIRE(one);
+      std::copy_n(fx.x.data() + image * one->bytes(), one->bytes(), one->data());
+      const teeny::TensorRef input[] = {teeny::TensorRef::of("x", *one)};
+      const auto want =
+          teeny::Tensor::from<float>(std::span<const float>(fx.logits.view<float>()->data + image * 10, 10), {1, 10});
+      std::vector<float> first;
+      for (int forward = 0; forward < 3; ++forward) {
+        REQUIRE(model->forward(input));
+        auto logits = model->output("logits");
+        REQUIRE(logits);
+        fixtures::check_close(*logits, *want);
+        const std::vector<float> got = values_of(*logits->as<const float>());
+        if (forward == 0) first = got;
+        CHECK(std::equal(got.begin(), got.end(), first.begin(), first.end(), [](float a, float b) {
+          return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+        }));
+      }
+    }
+  }
 }
 
 TEST_CASE("input errors name the input, the expected and the actual shape or dtype") {

@@ -476,12 +476,13 @@ bool sgemm(const GemmShape& shape, const PackedMatrix& a, const float* b, std::s
 }
 
 bool sgemm(const GemmShape& shape, const float* a, std::size_t lda, bool trans_a, const PackedMatrix& b, float* c,
-           std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool) {
+           std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool, ColumnOrder order) {
   if (!b.ok() || b.operand() != PackedMatrix::Operand::b || b.rows() != shape.k || b.cols() != shape.n) {
     return false;
   }
   const PackedLayout lb = layout_of(b);
-  GemmArgs g{shape.m, shape.n, shape.k, raw_a(a, lda, trans_a), Operand{nullptr, 0, false, &lb}, c, ldc, epilogue};
+  GemmArgs g{shape.m, shape.n,  shape.k, raw_a(a, lda, trans_a), Operand{nullptr, 0, false, &lb}, c,
+             ldc,     epilogue, order};
   run_gemm(g, pool);
   return true;
 }

@@ -59,6 +59,13 @@ struct GemmEpilogue {
 };
 using Epilogue = GemmEpilogue<float>;
 
+// The order a GEMM computes C's column panels in, where it may choose (one row of A against a
+// pre-packed B; elsewhere it is ignored). The result is the same either way, bit for bit: each
+// element's sum runs over K in the same order. A batch-1 layer, whose packed weight streams from
+// memory on every call, alternates it: each call then reads first the part of the weight the
+// call before read last, which is still in the L2 cache.
+enum class ColumnOrder : std::uint8_t { ascending, descending };
+
 struct GemmShape {
   std::size_t m = 0;
   std::size_t n = 0;
@@ -150,7 +157,7 @@ bool sgemm(const GemmShape& shape, const PackedMatrix& a, const float* b, std::s
 
 // Same, with op(B) pre-packed (b.rows() == K, b.cols() == N): the Linear layer's path.
 bool sgemm(const GemmShape& shape, const float* a, std::size_t lda, bool trans_a, const PackedMatrix& b, float* c,
-           std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool);
+           std::size_t ldc, const Epilogue& epilogue, ThreadPool& pool, ColumnOrder order = ColumnOrder::ascending);
 
 // A K x N operand given row by row: row k is the N floats at base + offsets[k]. Convolutions pass
 // their input this way (implicit GEMM): every row of the im2col matrix is a shifted window of a

@@ -48,6 +48,7 @@ struct GemmArgs {
   float* c = nullptr;
   std::size_t ldc = 0;
   Epilogue epi;
+  ColumnOrder order = ColumnOrder::ascending;
 };
 
 // Computes the tile C[m_begin:m_end, n_begin:n_end] over all of K, epilogue included. ws holds
@@ -481,6 +482,32 @@ void gemm_tile(const GemmArgs& g, std::size_t m_begin, std::size_t m_end, std::s
   // over the tile after it.
   const bool relu = e.activation == Activation::relu;
   const bool other_act = e.activation != Activation::none && !relu;
+
+  if constexpr (has_single_row) {
+    if (a_row && b_direct) {
+      // One row of A against a packed B (a batch-1 layer's weights, from memory on every call):
+      // each of C's column panels over all of K, in `order` (see ColumnOrder). Each element's sum
+      // runs over the K blocks in the order of the loop nest below: the same result, bit for bit.
+      const std::size_t panels = (n_end - n_begin + nr - 1) / nr;
+      for (std::size_t p = 0; p < panels; ++p) {
+        const std::size_t j = n_begin + (g.order == ColumnOrder::descending ? panels - 1 - p : p) * nr;
+        const std::size_t n = min_size(nr, n_end - j);
+        float* c = g.c + m_begin * g.ldc + j;
+        for (std::size_t k0 = 0; k0 < g.k; k0 += kc_max) {
+          const std::size_t kc = min_size(kc_max, g.k - k0);
+          const bool last = k0 + kc == g.k;
+          const float* bias_col = last && e.bias != nullptr && e.bias_axis == BiasAxis::column ? e.bias + j : nullptr;
+          const float* bias_row =
+              last && e.bias != nullptr && e.bias_axis == BiasAxis::row ? e.bias + m_begin : nullptr;
+          T::kernel_single_row(kc, g.a.data + m_begin * g.a.ld + k0,
+                               g.b.packed->data + k0 * g.b.packed->padded + j * kc, c, n, k0 > 0 || e.accumulate,
+                               bias_col, bias_row, last && relu);
+        }
+        if (other_act) T::activate(c, g.ldc, 1, n, e.activation, e.slope);
+      }
+      return;
+    }
+  }
 
   for (std::size_t m0 = m_begin; m0 < m_end; m0 += T::mc) {
     const std::size_t mc = min_size(T::mc, m_end - m0);
