@@ -148,17 +148,14 @@ struct Problem {
       REQUIRE(pa.ok());
       REQUIRE(teeny::cpu::sgemm(s, pa, b.v.data(), b.ld, tb, c.v.data(), c.ld, epi, pool));
     } else {
-      // 3: the column panels in descending order (ColumnOrder: one row of A; elsewhere ignored).
-      const PackedMatrix pb = teeny::cpu::pack_b(s.k, s.n, b.v.data(), b.ld, tb);
-      REQUIRE(pb.ok());
-      const ColumnOrder order = mode == 3 ? ColumnOrder::descending : ColumnOrder::ascending;
-      REQUIRE(teeny::cpu::sgemm(s, a.v.data(), a.ld, ta, pb, c.v.data(), c.ld, epi, pool, order));
+      c.v = packed_b_result(mode, pool);
     }
     check(c, what);
   }
 
-  // C after the call in `mode`, for comparing modes bit for bit.
-  std::vector<float> result(int mode, ThreadPool& pool) const {
+  // C after the call with B packed (mode 2; 3: the column panels in descending order, which
+  // ColumnOrder allows for one row of A and is ignored elsewhere), for comparing them bit for bit.
+  std::vector<float> packed_b_result(int mode, ThreadPool& pool) const {
     Strided c = fresh_c();
     const PackedMatrix pb = teeny::cpu::pack_b(s.k, s.n, b.v.data(), b.ld, tb);
     REQUIRE(pb.ok());
@@ -271,7 +268,8 @@ TEST_CASE("one row of A against a packed B: the same bits in either column order
   const IsaGuard guard;
   const auto pools = make_pools();
   std::mt19937 rng(11);
-  // Partial last panels, one to three K blocks, every epilogue.
+  // Partial last panels, one to three K blocks, both layouts of B, three activations, each bias
+  // axis and accumulate.
   const GemmShape shapes[] = {{1, 70, 800}, {1, 1000, 784}, {1, 33, 5}, {1, 512, 512}, {1, 17, 385}};
   int variant = 0;
   for (const GemmShape& s : shapes) {
@@ -282,8 +280,8 @@ TEST_CASE("one row of A against a packed B: the same bits in either column order
         REQUIRE(teeny::cpu::set_isa(isa) == isa);
         for (const auto& pool : pools) {
           CAPTURE(describe(s, false, p.tb, 3, pool->size(), isa, p.epi));
-          const std::vector<float> ascending = p.result(2, *pool);
-          const std::vector<float> descending = p.result(3, *pool);
+          const std::vector<float> ascending = p.packed_b_result(2, *pool);
+          const std::vector<float> descending = p.packed_b_result(3, *pool);
           CHECK(std::equal(
               ascending.begin(), ascending.end(), descending.begin(), descending.end(),
               [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }));
