@@ -300,7 +300,11 @@ class LoadedModel {
     }
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const TensorBinding& dst = current_->values[input_nodes_[i]];
-      std::memcpy(dst.data, inputs[i].data.data(), inputs[i].data.size());
+      if constexpr (requires { backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size()); }) {
+        backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size());  // spread over its threads
+      } else {
+        std::memcpy(dst.data, inputs[i].data.data(), inputs[i].data.size());
+      }
     }
 #if TEENY_TRAINING
     if (trainable()) {

@@ -402,6 +402,33 @@ TEST_CASE("typed outputs and inputs: the dtype comes from the element type and i
   CHECK(too_few.error().message() == "input 'x' has 12 bytes but shape [2, 2] f32 takes 16");
 }
 
+// The CPU backend copies a large input in over its threads (CpuContext::copy_input), one
+// contiguous range each, cut anywhere: every byte must arrive, at any size and thread count.
+TEST_CASE("an input copied in over the threads arrives whole") {
+  for (const std::int64_t numel : {std::int64_t{7}, std::int64_t{8191}, std::int64_t{16385}, std::int64_t{150001}}) {
+    teeny::GraphBuilder b;
+    auto x = b.input("x", teeny::DType::f32, {numel});
+    b.output("y", b.relu(x));
+    auto graph = std::move(b).build();
+    REQUIRE(graph);
+    std::vector<float> x_values(static_cast<std::size_t>(numel));
+    for (std::size_t i = 0; i < x_values.size(); ++i) x_values[i] = static_cast<float>(i % 1000) - 500.0f;
+    for (const std::size_t threads : {1, 2, 3}) {
+      CAPTURE(numel);
+      CAPTURE(threads);
+      auto model = teeny::load_cpu(*graph, {}, {.threads = threads});
+      REQUIRE(model);
+      const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x_values, {numel})};
+      REQUIRE(model->forward(inputs));
+      const std::vector<float> y = values_of(*model->output<float>("y"));
+      REQUIRE(y.size() == x_values.size());
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) wrong += y[i] != std::max(x_values[i], 0.0f) ? 1 : 0;
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("forward checks its inputs on every call, with the plan for their shape already built") {
   // y = a + b: two inputs, so that one given twice would leave the other's stale data in place.
   teeny::GraphBuilder builder;
