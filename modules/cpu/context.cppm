@@ -86,8 +86,8 @@ class CpuContext {
 
   /// Copies a model input into the model (LoadedModel::forward), cut into one contiguous range per
   /// thread as the steps after it cut their work (images, then rows), so that each thread finds its
-  /// part of the input in its own cache rather than in the copying thread's; below 32 KiB a
-  /// thread, in fewer pieces.
+  /// part of the input in its own cache rather than in the copying thread's. Each range is 32 KiB
+  /// at least: a smaller input is copied by fewer threads, or by this one alone.
   void copy_input(void* dst, const void* src, std::size_t bytes) {
     constexpr std::size_t kMinBytesPerThread = std::size_t{32} << 10;
     const std::size_t parts = std::min(threads(), bytes / kMinBytesPerThread);
