@@ -15,6 +15,7 @@
 
 import teeny;
 
+#include "cpu/kernels/gemm.hpp"  // cpu::ColumnOrder (the Linear kernel's state)
 #include "models.hpp"
 #include "support/allocation_counter.hpp"
 #include "support/fixtures.hpp"
@@ -217,6 +218,39 @@ TEST_CASE("the MLP at batch 1 gives PyTorch's logits, the same bits forward afte
       }
     }
   }
+}
+
+// The alternation itself, which the test above cannot see (the bits are the same either way): the
+// Linear kernel flips its column order after a batch-1 call and keeps it after a larger one.
+TEST_CASE("a batch-1 Linear alternates the order of its weight's column panels; larger batches keep it") {
+  teeny::linear_op<float> op;
+  op.attrs.in_features = 3;
+  op.attrs.out_features = 2;
+  op.attrs.bias = false;
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6}, x = {1, -1, 2, 0.5f, 0, -2};
+  std::vector<float> y(4);
+  teeny::CpuContext cpu;
+  const auto args_for = [&](std::int64_t rows) {
+    teeny::LinearArgs<float> a;
+    a.x = teeny::TensorView<const float>(x.data(), teeny::ConcreteShape{rows, 3});
+    a.weight = teeny::TensorView<const float>(w.data(), teeny::ConcreteShape{2, 3});
+    a.y = teeny::TensorView<float>(y.data(), teeny::ConcreteShape{rows, 2});
+    return a;
+  };
+  auto state = teeny::prepare_kernel(op, args_for(1), cpu);
+  REQUIRE(state);
+  using teeny::cpu::ColumnOrder;
+  CHECK(state->order == ColumnOrder::ascending);
+  for (const ColumnOrder next : {ColumnOrder::descending, ColumnOrder::ascending, ColumnOrder::descending}) {
+    teeny::run_kernel(op, args_for(1), *state, cpu);
+    CHECK(state->order == next);
+    CHECK(y[0] == 1 - 2 + 6);  // by hand: row 0 of x times W^T
+    CHECK(y[1] == 4 - 5 + 12);
+  }
+  teeny::run_kernel(op, args_for(2), *state, cpu);
+  CHECK(state->order == ColumnOrder::descending);
+  CHECK(y[2] == 0.5f - 6);
+  CHECK(y[3] == 2 - 12);
 }
 
 TEST_CASE("input errors name the input, the expected and the actual shape or dtype") {
