@@ -73,6 +73,20 @@ TEENY_HD inline T apply_unary(UnaryFn fn, T x, UnaryParams p) {
   return x;
 }
 
+/// An activation applied to an op's output in the same pass (a GEMM's bias + ReLU, a residual
+/// block's ReLU after its add): `y = active ? fn(v) : v`.
+struct Epilogue {
+  bool active = false;
+  UnaryFn fn = UnaryFn::relu;
+  UnaryParams params{};
+  friend constexpr bool operator==(const Epilogue&, const Epilogue&) = default;
+};
+
+template <class T>
+TEENY_HD inline T apply_epilogue(const Epilogue& e, T v) {
+  return e.active ? apply_unary(e.fn, v, e.params) : v;
+}
+
 /// The binary elementwise functions (broadcasting is the kernels' business).
 enum class BinaryFn : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
 

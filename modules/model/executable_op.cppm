@@ -6,6 +6,7 @@
 //   using my_ops = OpSet<InputOp, relu_op, my_custom_op>;   // each checked against ExecutableOp
 //   Dag<my_ops> dag;
 module;
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <optional>
@@ -35,6 +36,42 @@ struct KernelInstance {
   KernelRef forward;
   std::optional<KernelRef> backward;
 };
+
+/// A kernel family's name as a template argument ("unary"); per-dtype kernel names are made from it.
+template <std::size_t N>
+struct KernelFamily {
+  char chars[N]{};
+  constexpr KernelFamily(const char (&text)[N]) {  // NOLINT: implicit, so that kernel_ref<"unary", T> reads plainly
+    for (std::size_t i = 0; i < N; ++i) chars[i] = text[i];
+  }
+  constexpr std::string_view view() const { return {chars, N - 1}; }
+};
+
+namespace kernel_detail {
+// "teeny_<family>_<dtype>", with static storage (a KernelRef holds string_views).
+template <KernelFamily Family, Element T>
+inline constexpr auto entry_point = [] {
+  constexpr std::string_view prefix = "teeny_";
+  constexpr std::string_view family = Family.view();
+  constexpr std::string_view dtype = name(dtype_of<T>);
+  std::array<char, prefix.size() + family.size() + 1 + dtype.size() + 1> out{};
+  std::size_t n = 0;
+  for (char c : prefix) out[n++] = c;
+  for (char c : family) out[n++] = c;
+  out[n++] = '_';
+  for (char c : dtype) out[n++] = c;
+  return out;  // the last char stays '\0'
+}();
+}  // namespace kernel_detail
+
+/// The precompiled kernel of `Family` for element type T: name "unary_f32", entry point
+/// "teeny_unary_f32" (the symbol the CUDA backend launches).
+template <KernelFamily Family, Element T>
+constexpr KernelRef kernel_ref() {
+  constexpr std::string_view entry(kernel_detail::entry_point<Family, T>.data(),
+                                   kernel_detail::entry_point<Family, T>.size() - 1);
+  return {entry.substr(6), entry, ""};
+}
 
 /// A graph input placeholder: carries no kernel; the plan binds a user tensor to it by name.
 template <class Op>

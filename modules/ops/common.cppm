@@ -23,13 +23,7 @@ using math::UnaryFn;
 using math::UnaryParams;
 using math::Window2d;  // kernel, stride, padding, dilation of a convolution or pooling window
 
-/// An activation applied to an op's output in the same pass (bias + ReLU fused into a GEMM).
-struct Epilogue {
-  bool active = false;
-  UnaryFn fn = UnaryFn::relu;
-  UnaryParams params{};
-  friend constexpr bool operator==(const Epilogue&, const Epilogue&) = default;
-};
+using math::Epilogue;  // an activation fused into an op's output pass (kernels/math/elementwise.hpp)
 
 /// The symbolic output an executable op records (what ExecutableOp's output_shape/dtype return).
 struct OpOutput {
@@ -81,14 +75,25 @@ Result<TensorView<T>> contiguous_as(const TensorView<T>& view, const ConcreteSha
   return TensorView<T>(view.data, shape);
 }
 
-/// The backward kernel reference of an op in training builds (none otherwise): an op names it in
-/// kernel() beside its forward.
+/// The backward kernel reference of an op in training builds (none otherwise): a user op names it
+/// in kernel() beside its forward.
 constexpr std::optional<KernelRef> backward_kernel_ref([[maybe_unused]] std::string_view name,
                                                        [[maybe_unused]] std::string_view entry_point) {
 #if TEENY_TRAINING
   return KernelRef{name, entry_point, ""};
 #else
   return std::nullopt;
+#endif
+}
+
+/// The kernels of an op for element type T: forward `Forward` and, in training builds, backward
+/// `Backward` ("unary_f32" and "unary_backward_f32"; entry points teeny_unary_f32, ...).
+template <KernelFamily Forward, KernelFamily Backward, Element T>
+constexpr KernelInstance kernel_instance() {
+#if TEENY_TRAINING
+  return {kernel_ref<Forward, T>(), kernel_ref<Backward, T>()};
+#else
+  return {kernel_ref<Forward, T>(), std::nullopt};
 #endif
 }
 

@@ -112,9 +112,7 @@ struct conv_op {
   std::string_view name() const { return spatial_dims == 1 ? "conv1d" : "conv2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"conv", "teeny_conv", ""}, backward_kernel_ref("conv_backward", "teeny_conv_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"conv", "conv_backward", T>(); }
 
   std::size_t n_activation_inputs() const { return residual ? 2 : 1; }
   std::span<const std::string_view> param_names() const {

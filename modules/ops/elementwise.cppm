@@ -36,9 +36,7 @@ struct unary_op {
   std::string_view name() const { return "unary"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"unary", "teeny_unary", ""}, backward_kernel_ref("unary_backward", "teeny_unary_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"unary", "unary_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -104,9 +102,7 @@ struct binary_op {
   std::string_view name() const { return "binary"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"binary", "teeny_binary", ""}, backward_kernel_ref("binary_backward", "teeny_binary_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"binary", "binary_backward", T>(); }
   std::size_t n_activation_inputs() const { return 2; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& bindings) const {
@@ -169,9 +165,7 @@ struct dropout_op {
   std::string_view name() const { return "dropout"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"dropout", "teeny_dropout", ""}, backward_kernel_ref("dropout_backward", "teeny_dropout_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"dropout", "dropout_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {

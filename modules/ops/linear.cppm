@@ -54,9 +54,7 @@ struct linear_op {
   std::string_view name() const { return "linear"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"linear", "teeny_linear", ""}, backward_kernel_ref("linear_backward", "teeny_linear_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"linear", "linear_backward", T>(); }
 
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
@@ -138,9 +136,7 @@ struct matmul_op {
   std::string_view name() const { return "matmul"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"matmul", "teeny_matmul", ""}, backward_kernel_ref("matmul_backward", "teeny_matmul_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"matmul", "matmul_backward", T>(); }
 
   std::size_t n_activation_inputs() const { return 2; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }

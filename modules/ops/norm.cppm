@@ -77,10 +77,7 @@ struct batch_norm_op {
   std::string_view name() const { return attrs.name(); }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"batch_norm", "teeny_batch_norm", ""},
-            backward_kernel_ref("batch_norm_backward", "teeny_batch_norm_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"batch_norm", "batch_norm_backward", T>(); }
   /// Running statistics and the batch count are buffers, not trained parameters.
   bool param_trainable(std::size_t i) const { return attrs.affine && i < 2; }
 
@@ -235,10 +232,7 @@ struct layer_norm_op {
   std::string_view name() const { return "layer_norm"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"layer_norm", "teeny_layer_norm", ""},
-            backward_kernel_ref("layer_norm_backward", "teeny_layer_norm_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"layer_norm", "layer_norm_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight", "bias"};
@@ -285,9 +279,7 @@ struct rms_norm_op {
   std::string_view name() const { return "rms_norm"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"rms_norm", "teeny_rms_norm", ""}, backward_kernel_ref("rms_norm_backward", "teeny_rms_norm_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"rms_norm", "rms_norm_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight"};
@@ -358,10 +350,7 @@ struct group_norm_op {
   std::string_view name() const { return "group_norm"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"group_norm", "teeny_group_norm", ""},
-            backward_kernel_ref("group_norm_backward", "teeny_group_norm_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"group_norm", "group_norm_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight", "bias"};

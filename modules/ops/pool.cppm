@@ -58,10 +58,7 @@ struct max_pool2d_op {
   std::string_view name() const { return "max_pool2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"max_pool2d", "teeny_max_pool2d", ""},
-            backward_kernel_ref("max_pool2d_backward", "teeny_max_pool2d_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"max_pool2d", "max_pool2d_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -99,10 +96,7 @@ struct avg_pool2d_op {
   std::string_view name() const { return "avg_pool2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"avg_pool2d", "teeny_avg_pool2d", ""},
-            backward_kernel_ref("avg_pool2d_backward", "teeny_avg_pool2d_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"avg_pool2d", "avg_pool2d_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -140,10 +134,7 @@ struct adaptive_avg_pool2d_op {
   std::string_view name() const { return "adaptive_avg_pool2d"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"adaptive_avg_pool2d", "teeny_adaptive_avg_pool2d", ""},
-            backward_kernel_ref("adaptive_avg_pool2d_backward", "teeny_adaptive_avg_pool2d_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {

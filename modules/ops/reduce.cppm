@@ -46,9 +46,7 @@ struct softmax_op {
   std::string_view name() const { return log ? "log_softmax" : "softmax"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"softmax", "teeny_softmax", ""}, backward_kernel_ref("softmax_backward", "teeny_softmax_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"softmax", "softmax_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -117,9 +115,7 @@ struct reduce_op {
   }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"reduce", "teeny_reduce", ""}, backward_kernel_ref("reduce_backward", "teeny_reduce_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"reduce", "reduce_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {

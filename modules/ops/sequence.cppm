@@ -59,10 +59,7 @@ struct embedding_op {
   std::string_view name() const { return "embedding"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"embedding", "teeny_embedding", ""},
-            backward_kernel_ref("embedding_backward", "teeny_embedding_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"embedding", "embedding_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::span<const std::string_view> param_names() const {
     static constexpr std::string_view slots[] = {"weight"};
@@ -180,10 +177,7 @@ struct attention_op {
   std::string_view name() const { return "attention"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"attention", "teeny_attention", ""},
-            backward_kernel_ref("attention_backward", "teeny_attention_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"attention", "attention_backward", T>(); }
   std::size_t n_activation_inputs() const { return 3; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {

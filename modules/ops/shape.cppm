@@ -39,9 +39,7 @@ struct reshape_op {
   bool output_may_alias_input() const { return true; }  // the same elements in the same order
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"reshape", "teeny_copy", ""}, backward_kernel_ref("reshape_backward", "teeny_copy_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"copy", "copy_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -118,9 +116,7 @@ struct permute_op {
   std::string_view name() const { return "permute"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"permute", "teeny_strided_copy", ""}, backward_kernel_ref("permute_backward", "teeny_strided_add")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"strided_copy", "strided_add", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -173,9 +169,7 @@ struct slice_op {
   std::string_view name() const { return "slice"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"slice", "teeny_strided_copy", ""}, backward_kernel_ref("slice_backward", "teeny_strided_add")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"strided_copy", "strided_add", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -232,9 +226,7 @@ struct concat_op {
   std::string_view name() const { return "concat"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"concat", "teeny_strided_copy", ""}, backward_kernel_ref("concat_backward", "teeny_strided_add")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"strided_copy", "strided_add", T>(); }
   std::size_t n_activation_inputs() const { return inputs; }
   std::size_t n_launches() const { return inputs; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
@@ -312,9 +304,7 @@ struct pad_op {
   std::string_view name() const { return "pad"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"pad", "teeny_pad", ""}, backward_kernel_ref("pad_backward", "teeny_pad_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"pad", "pad_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -378,10 +368,7 @@ struct upsample_op {
   std::string_view name() const { return "upsample"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
-  KernelInstance kernel() const {
-    return {{"upsample", "teeny_upsample_nearest", ""},
-            backward_kernel_ref("upsample_backward", "teeny_upsample_nearest_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"upsample_nearest", "upsample_nearest_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
@@ -445,9 +432,7 @@ struct cast_op {
   std::string_view name() const { return "cast"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype; }
-  KernelInstance kernel() const {
-    return {{"cast", "teeny_cast", ""}, backward_kernel_ref("cast_backward", "teeny_cast_backward")};
-  }
+  KernelInstance kernel() const { return kernel_instance<"cast", "cast_backward", T>(); }
   std::size_t n_activation_inputs() const { return 1; }
   std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
   Result<Args> pack_args(const OpBindings& b) const {
