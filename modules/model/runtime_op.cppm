@@ -213,10 +213,12 @@ inline constexpr runtime_detail::pack_args_for_launch_fn pack_args_for_launch{};
 /// Grid of launch `i`. Default: grid(output_shape).
 inline constexpr runtime_detail::grid_for_launch_fn grid_for_launch{};
 
-/// Blocks needed to cover `n` items with `per_block` each (at least 1).
+/// Blocks needed to cover `n` items with `per_block` each: at least 1, and at most 2^31 - 1 (CUDA's
+/// limit for grid x; past it a kernel's threads loop over the rest, grid-stride).
 constexpr std::uint32_t ceil_div(std::int64_t n, std::int64_t per_block) {
-  const std::int64_t blocks = (n + per_block - 1) / per_block;
-  return static_cast<std::uint32_t>(blocks < 1 ? 1 : blocks);
+  constexpr std::int64_t max_blocks = 0x7fffffff;
+  const std::int64_t blocks = n / per_block + (n % per_block != 0 ? 1 : 0);
+  return static_cast<std::uint32_t>(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
 }
 
 }  // namespace teeny
