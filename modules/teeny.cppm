@@ -10,6 +10,7 @@ export import teeny.fixed;
 #if !TEENY_EMBEDDED
 export import teeny.io;
 export import teeny.runtime;
+export import teeny.cuda;
 export import teeny.fixed.io;
 #endif
 #if TEENY_TRAINING

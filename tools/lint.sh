@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-test}
-files=$(git ls-files '*.cppm' '*.cpp' '*.hpp' '*.cu' ':!tests/fixtures')
+files=$(git ls-files '*.cppm' '*.cpp' '*.hpp' '*.cu' '*.cuh' ':!tests/fixtures')
 status=0
 clang-format-19 --dry-run --Werror $files || status=1
 if [ -f "$dir/compile_commands.json" ]; then

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cuda/registry.hpp"
 #include "cuda/runtime.hpp"
 
 namespace teeny::cuda_kernels {
@@ -32,6 +33,65 @@ int device_properties(int index, char* name, std::size_t name_capacity, int& maj
   minor = prop.minor;
   total_memory = prop.totalGlobalMem;
   return 0;
+}
+
+int device_allocate(void*& pointer, std::size_t bytes) noexcept {
+  pointer = nullptr;
+  return static_cast<int>(cudaMalloc(&pointer, bytes));
+}
+int device_free(void* pointer) noexcept { return static_cast<int>(cudaFree(pointer)); }
+int copy_to_device(void* device, const void* host, std::size_t bytes) noexcept {
+  return static_cast<int>(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+}
+int copy_to_host(void* host, const void* device, std::size_t bytes) noexcept {
+  return static_cast<int>(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
+}
+int synchronize() noexcept { return static_cast<int>(cudaDeviceSynchronize()); }
+
+namespace {
+// Every family's entry points, in one list (kernel_count / kernel_name index it).
+const KernelTable* families(std::size_t& count) noexcept {
+  static const KernelTable tables[] = {elementwise_kernels()};
+  count = sizeof tables / sizeof tables[0];
+  return tables;
+}
+const KernelEntry* entry_at(std::size_t index) noexcept {
+  std::size_t count = 0;
+  const KernelTable* tables = families(count);
+  for (std::size_t f = 0; f < count; ++f) {
+    if (index < tables[f].count) return &tables[f].entries[index];
+    index -= tables[f].count;
+  }
+  return nullptr;
+}
+}  // namespace
+
+std::size_t kernel_count() noexcept {
+  std::size_t count = 0;
+  const KernelTable* tables = families(count);
+  std::size_t total = 0;
+  for (std::size_t f = 0; f < count; ++f) total += tables[f].count;
+  return total;
+}
+
+const char* kernel_name(std::size_t index) noexcept {
+  const KernelEntry* e = entry_at(index);
+  return e == nullptr ? nullptr : e->name;
+}
+
+const void* find_kernel(const char* name) noexcept {
+  for (std::size_t i = 0; const KernelEntry* e = entry_at(i); ++i) {
+    if (std::strcmp(e->name, name) == 0) return e->kernel;
+  }
+  return nullptr;
+}
+
+int launch_kernel(const void* kernel, Extent grid, Extent block, void** params, std::size_t shared_bytes,
+                  void* stream) noexcept {
+  const cudaError_t e = cudaLaunchKernel(kernel, dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z), params,
+                                         shared_bytes, static_cast<cudaStream_t>(stream));
+  if (e != cudaSuccess) (void)cudaGetLastError();  // a launch error is not sticky: clear it for the next launch
+  return static_cast<int>(e);
 }
 
 }  // namespace teeny::cuda_kernels

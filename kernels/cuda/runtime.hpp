@@ -1,8 +1,9 @@
 #pragma once
 // Plain C++ view of the nvcc-built CUDA runtime helpers: no CUDA types here, so module code
 // compiled by clang can call into them. Every function reports failure as a CUDA error code
-// (0 = success) and never throws.
+// (0 = success) and never throws. A stream is passed as `void*` (nullptr: the default stream).
 #include <cstddef>
+#include <cstdint>
 
 namespace teeny::cuda_kernels {
 
@@ -16,5 +17,32 @@ const char* error_string(int code) noexcept;
 /// Device name and compute capability of device `index`.
 int device_properties(int index, char* name, std::size_t name_capacity, int& major, int& minor,
                       std::size_t& total_memory) noexcept;
+
+/// Device memory: cudaMalloc / cudaFree, and copies between host and device memory.
+int device_allocate(void*& pointer, std::size_t bytes) noexcept;
+int device_free(void* pointer) noexcept;
+int copy_to_device(void* device, const void* host, std::size_t bytes) noexcept;
+int copy_to_host(void* host, const void* device, std::size_t bytes) noexcept;
+int synchronize() noexcept;
+
+/// Launch extents, as CUDA's dim3.
+struct Extent {
+  std::uint32_t x = 1;
+  std::uint32_t y = 1;
+  std::uint32_t z = 1;
+};
+
+/// A compiled kernel entry point by name ("teeny_unary_f32"): the handle `launch_kernel` takes,
+/// or nullptr when no kernel has that name.
+const void* find_kernel(const char* name) noexcept;
+
+/// Every kernel entry point teeny's CUDA kernels register, for listing and tests.
+std::size_t kernel_count() noexcept;
+const char* kernel_name(std::size_t index) noexcept;
+
+/// cudaLaunchKernel: `params[i]` points at parameter i's bytes (in the kernel's parameter order).
+/// Returns the launch's error code, or the error left by the previous asynchronous work.
+int launch_kernel(const void* kernel, Extent grid, Extent block, void** params, std::size_t shared_bytes,
+                  void* stream) noexcept;
 
 }  // namespace teeny::cuda_kernels

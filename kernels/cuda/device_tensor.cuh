@@ -1,0 +1,80 @@
+#pragma once
+// Device-side helpers the kernels share: element offsets of a DeviceTensor, and the type each
+// element type computes in (f16 and bf16 store 16 bits and compute in float, as PyTorch does).
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/params.hpp"
+
+namespace teeny::cuda_kernels {
+
+template <class T>
+struct ComputeType {
+  using type = float;  // f16, bf16, f32
+};
+template <>
+struct ComputeType<double> {
+  using type = double;
+};
+template <class T>
+using compute_t = typename ComputeType<std::remove_const_t<T>>::type;
+
+template <class T>
+__device__ inline compute_t<T> load(const T* p) {
+  return static_cast<compute_t<T>>(*p);
+}
+template <class T>
+__device__ inline void store(T* p, compute_t<T> value) {
+  *p = T(value);
+}
+
+template <class T>
+__device__ inline std::int64_t element_count(const DeviceTensor<T>& t) {
+  std::int64_t n = 1;
+  for (int d = 0; d < t.rank; ++d) n *= t.shape[d];
+  return n;
+}
+
+template <class T>
+__device__ inline bool is_contiguous(const DeviceTensor<T>& t) {
+  std::int64_t expected = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expected) return false;
+    expected *= t.shape[d];
+  }
+  return true;
+}
+
+/// The offset (in elements) of the element with row-major index `index` in `t`'s shape.
+template <class T>
+__device__ inline std::int64_t element_offset(const DeviceTensor<T>& t, std::int64_t index) {
+  std::int64_t offset = 0;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    const std::int64_t n = t.shape[d];
+    offset += (index % n) * t.strides[d];
+    index /= n;
+  }
+  return offset;
+}
+
+/// The first index this thread takes in a grid-stride loop, and the loop's stride.
+__device__ inline std::int64_t first_index() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+/// `Kernel` (a __global__ function) takes exactly the parameters of `List`, in order.
+template <class List, class Kernel>
+inline constexpr bool takes_params = false;
+template <class... P>
+inline constexpr bool takes_params<ParamList<P...>, void(P...)> = true;
+
+}  // namespace teeny::cuda_kernels
+
+// Instantiates `X(type, suffix)` for every floating element type, the suffix naming the entry
+// point (teeny_unary_f32, ..._f64, ..._f16, ..._bf16).
+#define TEENY_CUDA_FOR_EACH_FLOAT(X) \
+  X(float, f32)                      \
+  X(double, f64)                     \
+  X(teeny::f16, f16)                 \
+  X(teeny::bf16, bf16)

@@ -1,0 +1,69 @@
+#pragma once
+// The CUDA kernels' parameter lists, in plain C++ that both compilers read: nvcc declares each
+// kernel entry point with its list (kernels/cuda/*.cu check the two agree), and teeny.cuda packs
+// an op's typed Args into the same list (it checks, per op, that the Args' fields turn into exactly
+// these types, in this order). A kernel's parameters and an op's Args can then only change
+// together: either side drifting is a compile error, not a garbled launch.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+
+#include "math/elementwise.hpp"
+#include "math/half.hpp"
+
+namespace teeny::cuda_kernels {
+
+/// The most dims a tensor has (teeny.core's max_rank; teeny.cuda checks that they agree).
+inline constexpr int max_rank = 8;
+
+/// A tensor as a kernel takes it: the element pointer, then shape and strides (in elements) of
+/// its first `rank` dims. Strides may be 0 (a broadcast operand) or anything a view has.
+template <class T>
+struct DeviceTensor {
+  T* data;
+  std::int64_t shape[max_rank];
+  std::int64_t strides[max_rank];
+  std::int32_t rank;
+};
+
+/// A kernel's parameter list, in order, and where each parameter sits in the packed buffer handed
+/// to a launch: at the next multiple of its alignment, as the CUDA ABI lays kernel parameters out.
+template <class... P>
+struct ParamList {
+  static constexpr std::size_t count = sizeof...(P);
+  template <std::size_t I>
+  using type = std::tuple_element_t<I, std::tuple<P...>>;
+  static constexpr std::array<std::size_t, count> sizes{sizeof(P)...};
+  static constexpr std::array<std::size_t, count> alignments{alignof(P)...};
+  static constexpr std::array<std::size_t, count> offsets = [] {
+    std::array<std::size_t, count> out{};
+    std::size_t end = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      out[i] = (end + alignments[i] - 1) / alignments[i] * alignments[i];
+      end = out[i] + sizes[i];
+    }
+    return out;
+  }();
+  static constexpr std::size_t bytes = count == 0 ? 0 : offsets[count - 1] + sizes[count - 1];
+  static constexpr std::size_t alignment = [] {
+    std::size_t a = 1;
+    for (std::size_t x : alignments) a = x > a ? x : a;
+    return a;
+  }();
+};
+
+// The CUDA runtime takes at most 4 KiB of parameters per launch on every GPU teeny builds for
+// (32 KiB from Volta with CUDA 12.1, which teeny does not rely on).
+inline constexpr std::size_t max_param_bytes = 4096;
+
+/// unary_op: y = fn(x) elementwise (x and y of one shape).
+template <class T>
+using UnaryParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, math::UnaryFn, math::UnaryParams>;
+
+/// binary_op: y = epilogue(fn(a, b)), a and b read with y's shape (stride 0 where broadcast).
+template <class T>
+using BinaryParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, math::BinaryFn, math::Epilogue>;
+
+}  // namespace teeny::cuda_kernels

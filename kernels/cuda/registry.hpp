@@ -1,0 +1,20 @@
+#pragma once
+// How each kernel family (one .cu file) lists its entry points for find_kernel (runtime.cu).
+// Internal to kernels/cuda: module code sees only runtime.hpp.
+#include <cstddef>
+
+namespace teeny::cuda_kernels {
+
+struct KernelEntry {
+  const char* name;    // the entry point's symbol, e.g. "teeny_unary_f32"
+  const void* kernel;  // its host-side handle, what cudaLaunchKernel takes
+};
+
+struct KernelTable {
+  const KernelEntry* entries;
+  std::size_t count;
+};
+
+KernelTable elementwise_kernels() noexcept;
+
+}  // namespace teeny::cuda_kernels

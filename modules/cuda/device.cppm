@@ -1,0 +1,180 @@
+// teeny.cuda:device — CUDA devices and device memory, with CUDA's errors as teeny errors.
+//
+//   auto n = teeny::cuda::device_count();            // 0 (not an error) on a machine without a GPU
+//   auto buffer = teeny::cuda::DeviceBuffer::allocate(bytes);
+//   if (buffer) buffer->upload(host_bytes);
+//
+// A build without CUDA (-Dcuda=disabled, or no nvcc) keeps this API: every call that needs a GPU
+// returns an `unsupported` error that says so.
+module;
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "cuda/runtime.hpp"
+export module teeny.cuda:device;
+import teeny.core;
+
+export namespace teeny::cuda {
+
+/// Whether this build of teeny has its CUDA kernels (nvcc was found and -Dcuda was not disabled).
+#if TEENY_HAS_CUDA
+inline constexpr bool compiled_in = true;
+#else
+inline constexpr bool compiled_in = false;
+#endif
+
+/// A CUDA error code as a teeny error: "<what>: cudaErrorNoDevice: no CUDA-capable device is detected".
+inline Error cuda_error(int code, std::string_view what) {
+#if TEENY_HAS_CUDA
+  return Error(Errc::device, cat(what, ": ", cuda_kernels::error_name(code), ": ", cuda_kernels::error_string(code)));
+#else
+  return Error(Errc::device, cat(what, ": CUDA error ", code));
+#endif
+}
+
+/// The error every GPU call returns in a build without CUDA.
+inline Error not_compiled_in(std::string_view what) {
+  return Error(Errc::unsupported, cat(what, ": teeny was built without CUDA (-Dcuda=disabled, or nvcc not found)"));
+}
+
+/// Usable CUDA devices; 0 where there is no GPU or no driver (that is not an error: callers skip).
+inline int device_count() {
+#if TEENY_HAS_CUDA
+  int count = 0;
+  (void)cuda_kernels::device_count(count);
+  return count;
+#else
+  return 0;
+#endif
+}
+
+/// Why there is no usable device ("cudaErrorNoDevice: no CUDA-capable device is detected"), or
+/// an empty string when there is one.
+inline std::string no_device_reason() {
+#if TEENY_HAS_CUDA
+  int count = 0;
+  const int code = cuda_kernels::device_count(count);
+  if (code != 0) return cat(cuda_kernels::error_name(code), ": ", cuda_kernels::error_string(code));
+  return count == 0 ? "the CUDA runtime reports no devices" : "";
+#else
+  return "teeny was built without CUDA";
+#endif
+}
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  std::size_t memory_bytes = 0;
+};
+
+inline Result<DeviceInfo> device_info(int index) {
+#if TEENY_HAS_CUDA
+  DeviceInfo info{index, "", 0, 0, 0};
+  char name[256] = {};
+  if (const int code = cuda_kernels::device_properties(index, name, sizeof name, info.compute_major, info.compute_minor,
+                                                       info.memory_bytes)) {
+    return cuda_error(code, cat("properties of CUDA device ", index));
+  }
+  info.name = name;
+  return info;
+#else
+  return not_compiled_in(cat("properties of CUDA device ", index));
+#endif
+}
+
+/// Device memory owned by one object (cudaMalloc at creation, cudaFree at destruction).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      release();
+      data_ = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  ~DeviceBuffer() { release(); }
+
+  static Result<DeviceBuffer> allocate(std::size_t bytes) {
+#if TEENY_HAS_CUDA
+    DeviceBuffer buffer;
+    if (bytes == 0) return buffer;
+    if (const int code = cuda_kernels::device_allocate(buffer.data_, bytes)) {
+      return cuda_error(code, cat("allocating ", bytes, " bytes of device memory"));
+    }
+    buffer.bytes_ = bytes;
+    return buffer;
+#else
+    return not_compiled_in(cat("allocating ", bytes, " bytes of device memory"));
+#endif
+  }
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+  /// Copies `host` to the start of the buffer (synchronously).
+  Result<void> upload(std::span<const std::byte> host) {
+    if (host.size() > bytes_) {
+      return fail(Errc::out_of_range, "uploading ", host.size(), " bytes into a device buffer of ", bytes_);
+    }
+#if TEENY_HAS_CUDA
+    if (host.empty()) return ok();
+    if (const int code = cuda_kernels::copy_to_device(data_, host.data(), host.size())) {
+      return cuda_error(code, cat("copying ", host.size(), " bytes to the device"));
+    }
+    return ok();
+#else
+    return not_compiled_in("copying to the device");
+#endif
+  }
+
+  /// Copies the start of the buffer into `host` (synchronously: it waits for the work before it).
+  Result<void> download(std::span<std::byte> host) const {
+    if (host.size() > bytes_) {
+      return fail(Errc::out_of_range, "downloading ", host.size(), " bytes from a device buffer of ", bytes_);
+    }
+#if TEENY_HAS_CUDA
+    if (host.empty()) return ok();
+    if (const int code = cuda_kernels::copy_to_host(host.data(), data_, host.size())) {
+      return cuda_error(code, cat("copying ", host.size(), " bytes from the device"));
+    }
+    return ok();
+#else
+    return not_compiled_in("copying from the device");
+#endif
+  }
+
+ private:
+  void release() {
+#if TEENY_HAS_CUDA
+    if (data_ != nullptr) (void)cuda_kernels::device_free(data_);
+#endif
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// Waits for all work on the device; a kernel's asynchronous failure surfaces here.
+inline Result<void> synchronize(std::string_view what) {
+#if TEENY_HAS_CUDA
+  if (const int code = cuda_kernels::synchronize()) return cuda_error(code, what);
+  return ok();
+#else
+  return not_compiled_in(what);
+#endif
+}
+
+}  // namespace teeny::cuda

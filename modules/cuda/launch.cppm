@@ -1,0 +1,190 @@
+// teeny.cuda:launch — the seed's launch path, for real: an op's typed Args, visited field by field
+// (an ArgVisitor), packed into its kernel's parameter buffer and launched with the op's own
+// geometry (block, grid, n_launches, grid_for_launch) at its per-dtype entry point.
+//
+//   auto status = teeny::cuda::launch(op, bindings, "relu1");   // bindings hold device pointers
+//
+// Which kernel parameters an op's Args become is checked by the compiler on both sides: here
+// (`PacksInto`), and in kernels/cuda/*.cu against the kernel's declaration (`takes_params`), both
+// against the one list in kernels/cuda/params.hpp.
+module;
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cuda/params.hpp"
+#include "cuda/runtime.hpp"
+export module teeny.cuda:launch;
+import teeny.core;
+import teeny.model;
+import teeny.ops;
+import :device;
+
+export namespace teeny::cuda {
+
+static_assert(cuda_kernels::max_rank == static_cast<int>(max_rank), "kernels/cuda/params.hpp's max_rank is teeny's");
+
+/// A TensorView as a kernel parameter: the pointer, then its dims' sizes and strides.
+template <class T>
+cuda_kernels::DeviceTensor<T> to_device(const TensorView<T>& view) {
+  cuda_kernels::DeviceTensor<T> t{view.data, {}, {}, static_cast<std::int32_t>(view.shape.rank())};
+  for (std::size_t d = 0; d < view.shape.rank(); ++d) {
+    t.shape[d] = view.shape[d];
+    t.strides[d] = view.strides[d];
+  }
+  return t;
+}
+
+/// Fields passed to a kernel as they are: numbers, enums, and the plain structs kernels/math
+/// defines for both compilers.
+template <class F>
+concept KernelScalar = std::is_arithmetic_v<F> || std::is_enum_v<F> || std::same_as<F, math::UnaryParams> ||
+                       std::same_as<F, math::Epilogue>;
+
+template <KernelScalar F>
+F to_device(const F& field) {
+  return field;
+}
+
+/// The kernel parameter an Args field becomes.
+template <class F>
+using device_param_t = decltype(to_device(std::declval<const F&>()));
+
+namespace launch_detail {
+template <class Args>
+using fields_t = std::remove_cvref_t<decltype(std::declval<const Args&>().fields())>;
+
+template <class Args, class List, std::size_t... I>
+constexpr bool fields_become(std::index_sequence<I...> /*unused*/) {
+  return (std::same_as<device_param_t<std::remove_cvref_t<std::tuple_element_t<I, fields_t<Args>>>>,
+                       typename List::template type<I>> &&
+          ...);
+}
+}  // namespace launch_detail
+
+/// `Args`' fields become exactly the parameters of `List` (kernels/cuda/params.hpp), in order.
+template <class Args, class List>
+concept PacksInto = ArgPack<Args> && arg_count<Args> == List::count &&
+                    launch_detail::fields_become<Args, List>(std::make_index_sequence<List::count>{});
+
+/// A kernel's packed parameter buffer (each parameter at its offset in `List`) and the pointers to
+/// each parameter that cudaLaunchKernel takes.
+template <class List>
+class PackedParams {
+  static_assert(List::bytes <= cuda_kernels::max_param_bytes, "a kernel's parameters exceed CUDA's 4 KiB");
+
+ public:
+  std::span<const std::byte> bytes() const { return buffer_; }
+  /// Pointers to each parameter in the buffer, valid while this object lives where it is.
+  std::array<void*, List::count> pointers() {
+    std::array<void*, List::count> out{};
+    for (std::size_t i = 0; i < List::count; ++i) out[i] = buffer_.data() + List::offsets[i];
+    return out;
+  }
+
+  template <class L, class Args>
+    requires PacksInto<Args, L>
+  friend PackedParams<L> pack_params(const Args& args);
+
+ private:
+  alignas(List::alignment) std::array<std::byte, List::bytes> buffer_{};
+};
+
+/// Packs `args` into `List`'s parameter buffer, visiting its fields in order.
+template <class List, class Args>
+  requires PacksInto<Args, List>
+PackedParams<List> pack_params(const Args& args) {
+  PackedParams<List> packed;
+  std::size_t index = 0;
+  visit_args(args, [&](const auto& field) {
+    const auto param = to_device(field);
+    std::memcpy(packed.buffer_.data() + List::offsets[index], &param, sizeof param);
+    ++index;
+  });
+  return packed;
+}
+
+/// The CUDA kernel parameter list of an op; specialised for each op that has CUDA kernels. An op
+/// without one cannot be launched: `launch` does not compile for it.
+template <class Op>
+struct KernelParams;
+template <FloatElement T>
+struct KernelParams<unary_op<T>> {
+  using type = cuda_kernels::UnaryParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<binary_op<T>> {
+  using type = cuda_kernels::BinaryParamList<T>;
+};
+
+/// An op the CUDA backend can launch: its Args pack into its kernel's parameters.
+template <class Op>
+concept CudaOp = RuntimeOp<Op> && ExecutableOp<Op> && requires { typename KernelParams<Op>::type; } &&
+                 PacksInto<typename Op::Args, typename KernelParams<Op>::type>;
+
+static_assert(CudaOp<unary_op<float>> && CudaOp<unary_op<double>> && CudaOp<unary_op<f16>> && CudaOp<unary_op<bf16>>);
+static_assert(CudaOp<binary_op<float>> && CudaOp<binary_op<double>> && CudaOp<binary_op<f16>> &&
+              CudaOp<binary_op<bf16>>);
+
+/// Whether CUDA can launch `grid` blocks of `block` threads: at least one of each, at most 1024
+/// threads a block (x, y <= 1024, z <= 64), grid y and z <= 65535 and x < 2^31.
+inline Result<void> check_geometry(const Dim3& grid, const Dim3& block) {
+  const bool block_fits =
+      block.volume() >= 1 && block.volume() <= 1024 && block.x <= 1024 && block.y <= 1024 && block.z <= 64;
+  const bool grid_fits = grid.volume() >= 1 && grid.x <= 0x7fffffffu && grid.y <= 65535 && grid.z <= 65535;
+  if (block_fits && grid_fits) return ok();
+  return fail(Errc::out_of_range, "grid ", to_string(grid), " of blocks ", to_string(block),
+              " is outside CUDA's limits (1 to 1024 threads a block, z <= 64; grid x < 2^31, y and z <= 65535)");
+}
+
+/// Launches every launch of `op` on `stream` (nullptr: the default stream) with the tensors of
+/// `bindings` (device memory). Errors name the kernel, the node, the op and the dtype; a kernel's
+/// own failure surfaces at the next synchronize.
+template <CudaOp Op>
+Result<void> launch(const Op& op, const OpBindings& bindings, std::string_view node, void* stream = nullptr) {
+  using List = typename KernelParams<Op>::type;
+  const KernelRef kernel = op.kernel().forward;
+  const auto where = [&] {
+    return cat("kernel ", kernel.entry_point, " (node '", node, "', op ", op.name(), ", dtype ",
+               name(op.output_dtype()), ")");
+  };
+#if TEENY_HAS_CUDA
+  const void* entry = cuda_kernels::find_kernel(std::string(kernel.entry_point).c_str());
+  if (entry == nullptr) return fail(Errc::not_found, "no CUDA kernel is compiled in for ", where());
+  std::vector<ConcreteShape> input_shapes;
+  for (const TensorBinding& input : bindings.inputs) input_shapes.push_back(input.shape);
+  const std::size_t launches = n_launches(op);
+  for (std::size_t i = 0; i < launches; ++i) {
+    const Dim3 grid = grid_for_launch(op, i, input_shapes, bindings.output.shape);
+    const Dim3 block = op.block();
+    if (auto fits = check_geometry(grid, block); !fits) {
+      return std::move(fits).error().context(cat("launch ", i, " of ", where()));
+    }
+    auto args = pack_args_for_launch(op, i, bindings);
+    if (!args) return std::move(args).error().context(cat("launch ", i, " of ", where()));
+    auto packed = pack_params<List>(*args);
+    auto params = packed.pointers();
+    if (const int code = cuda_kernels::launch_kernel(entry, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
+                                                     params.data(), 0, stream)) {
+      return cuda_error(
+          code, cat("launch ", i, " of ", where(), " with grid ", to_string(grid), " and block ", to_string(block)));
+    }
+  }
+  return ok();
+#else
+  (void)bindings;
+  (void)stream;
+  return not_compiled_in(cat("launching ", where()));
+#endif
+}
+
+}  // namespace teeny::cuda
