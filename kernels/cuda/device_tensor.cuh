@@ -63,6 +63,26 @@ __device__ inline std::int64_t first_index() {
 }
 __device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
+/// The sum of `v` over the block's threads, returned to every thread; every thread of the block
+/// must call it (blockDim.x a multiple of 32, at most 1024).
+__device__ inline double block_sum(double v) {
+  __shared__ double partial[32];
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned warp = threadIdx.x / 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < (blockDim.x + 31) / 32 ? partial[lane] : 0.0;
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (lane == 0) partial[0] = v;
+  }
+  __syncthreads();
+  const double total = partial[0];
+  __syncthreads();  // `partial` is reused by the next call
+  return total;
+}
+
 /// `Kernel` (a __global__ function) takes exactly the parameters of `List`, in order.
 template <class List, class Kernel>
 inline constexpr bool takes_params = false;

@@ -11,6 +11,9 @@
 
 #include "math/elementwise.hpp"
 #include "math/half.hpp"
+#include "math/pool.hpp"
+#include "math/reduce.hpp"
+#include "math/shape.hpp"
 
 namespace teeny::cuda_kernels {
 
@@ -65,5 +68,53 @@ using UnaryParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, math::U
 template <class T>
 using BinaryParamList =
     ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, math::BinaryFn, math::Epilogue>;
+
+/// reshape_op: y (contiguous) = x's elements in row-major order, x read through its strides.
+template <class T>
+using CopyParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>>;
+
+/// permute_op, slice_op, concat_op: y[i] = x[i] over x's shape, both through their strides.
+template <class T>
+using StridedCopyParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>>;
+
+/// pad_op: y (contiguous) = x padded by `before` per dim (negative: cropped), filled by `kind`.
+template <class T>
+using PadParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<T>, std::array<std::int64_t, max_rank>, math::PadKind, T>;
+
+/// upsample_op (nearest): y[n, c, i, j] = x[n, c, src(i), src(j)] with PyTorch's float index rule.
+template <class T>
+using UpsampleParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, float, float>;
+
+/// max_pool2d_op, avg_pool2d_op, adaptive_avg_pool2d_op over planes: x [planes, H, W], y [planes,
+/// Ho, Wo], both contiguous; then count_include_pad and divisor_override (average pooling).
+template <class T>
+using Pool2dParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, math::Window2d, bool, std::int64_t>;
+
+/// softmax_op: x and y contiguous, read as [outer, n, inner], the softmax over n; then `log`.
+template <class T>
+using SoftmaxParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<T>, std::int64_t, std::int64_t, std::int64_t, bool>;
+
+/// reduce_op: y (contiguous, x's rank, reduced dims of size 1) = fn over the dims whose bit is set.
+template <class T>
+using ReduceParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, math::ReduceFn, std::uint32_t>;
+
+/// batch_norm_op (the eval phase): x, weight, bias, running_mean, running_var, y, eps, the fused
+/// activation, num_batches_tracked, momentum. x and y [N, C, S]; weight to running_var [C] or empty.
+template <class T>
+using BatchNormParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, DeviceTensor<T>,
+              DeviceTensor<T>, double, math::Epilogue, DeviceTensor<std::int64_t>, double>;
+
+/// layer_norm_op, rms_norm_op: x and y [rows, D]; weight and bias [D] or empty; eps.
+template <class T>
+using RowNormParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, double>;
+
+/// group_norm_op: x and y [N, C, S]; weight and bias [C] or empty; groups; eps.
+template <class T>
+using GroupNormParamList = ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>,
+                                     DeviceTensor<T>, std::int64_t, double>;
 
 }  // namespace teeny::cuda_kernels

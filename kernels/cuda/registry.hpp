@@ -16,5 +16,9 @@ struct KernelTable {
 };
 
 KernelTable elementwise_kernels() noexcept;
+KernelTable shape_kernels() noexcept;
+KernelTable pool_kernels() noexcept;
+KernelTable reduce_kernels() noexcept;
+KernelTable norm_kernels() noexcept;
 
 }  // namespace teeny::cuda_kernels

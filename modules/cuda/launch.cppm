@@ -47,8 +47,10 @@ cuda_kernels::DeviceTensor<T> to_device(const TensorView<T>& view) {
 /// Fields passed to a kernel as they are: numbers, enums, and the plain structs kernels/math
 /// defines for both compilers.
 template <class F>
-concept KernelScalar = std::is_arithmetic_v<F> || std::is_enum_v<F> || std::same_as<F, math::UnaryParams> ||
-                       std::same_as<F, math::Epilogue>;
+concept KernelScalar =
+    std::is_arithmetic_v<F> || std::is_enum_v<F> || std::same_as<F, f16> || std::same_as<F, bf16> ||
+    std::same_as<F, math::UnaryParams> || std::same_as<F, math::Epilogue> || std::same_as<F, math::Window2d> ||
+    std::same_as<F, std::array<std::int64_t, cuda_kernels::max_rank>>;
 
 template <KernelScalar F>
 F to_device(const F& field) {
@@ -125,15 +127,85 @@ template <FloatElement T>
 struct KernelParams<binary_op<T>> {
   using type = cuda_kernels::BinaryParamList<T>;
 };
+template <FloatElement T>
+struct KernelParams<reshape_op<T>> {
+  using type = cuda_kernels::CopyParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<permute_op<T>> {
+  using type = cuda_kernels::StridedCopyParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<slice_op<T>> {
+  using type = cuda_kernels::StridedCopyParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<concat_op<T>> {
+  using type = cuda_kernels::StridedCopyParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<pad_op<T>> {
+  using type = cuda_kernels::PadParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<upsample_op<T>> {
+  using type = cuda_kernels::UpsampleParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<max_pool2d_op<T>> {
+  using type = cuda_kernels::Pool2dParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<avg_pool2d_op<T>> {
+  using type = cuda_kernels::Pool2dParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<adaptive_avg_pool2d_op<T>> {
+  using type = cuda_kernels::Pool2dParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<batch_norm_op<T>> {
+  using type = cuda_kernels::BatchNormParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<layer_norm_op<T>> {
+  using type = cuda_kernels::RowNormParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<rms_norm_op<T>> {
+  using type = cuda_kernels::RowNormParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<group_norm_op<T>> {
+  using type = cuda_kernels::GroupNormParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<softmax_op<T>> {
+  using type = cuda_kernels::SoftmaxParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<reduce_op<T>> {
+  using type = cuda_kernels::ReduceParamList<T>;
+};
 
 /// An op the CUDA backend can launch: its Args pack into its kernel's parameters.
 template <class Op>
 concept CudaOp = RuntimeOp<Op> && ExecutableOp<Op> && requires { typename KernelParams<Op>::type; } &&
                  PacksInto<typename Op::Args, typename KernelParams<Op>::type>;
 
-static_assert(CudaOp<unary_op<float>> && CudaOp<unary_op<double>> && CudaOp<unary_op<f16>> && CudaOp<unary_op<bf16>>);
-static_assert(CudaOp<binary_op<float>> && CudaOp<binary_op<double>> && CudaOp<binary_op<f16>> &&
-              CudaOp<binary_op<bf16>>);
+namespace launch_detail {
+template <template <class> class Op>
+inline constexpr bool in_every_dtype = CudaOp<Op<float>> && CudaOp<Op<double>> && CudaOp<Op<f16>> && CudaOp<Op<bf16>>;
+}  // namespace launch_detail
+static_assert(launch_detail::in_every_dtype<unary_op> && launch_detail::in_every_dtype<binary_op>);
+static_assert(launch_detail::in_every_dtype<reshape_op> && launch_detail::in_every_dtype<permute_op> &&
+              launch_detail::in_every_dtype<slice_op> && launch_detail::in_every_dtype<concat_op> &&
+              launch_detail::in_every_dtype<pad_op> && launch_detail::in_every_dtype<upsample_op>);
+static_assert(launch_detail::in_every_dtype<max_pool2d_op> && launch_detail::in_every_dtype<avg_pool2d_op> &&
+              launch_detail::in_every_dtype<adaptive_avg_pool2d_op>);
+static_assert(launch_detail::in_every_dtype<softmax_op> && launch_detail::in_every_dtype<reduce_op>);
+static_assert(launch_detail::in_every_dtype<batch_norm_op> && launch_detail::in_every_dtype<layer_norm_op> &&
+              launch_detail::in_every_dtype<rms_norm_op> && launch_detail::in_every_dtype<group_norm_op>);
 
 /// Whether CUDA can launch `grid` blocks of `block` threads: at least one of each, at most 1024
 /// threads a block (x, y <= 1024, z <= 64), grid y and z <= 65535 and x < 2^31.

@@ -11,6 +11,7 @@ module;
 #include <span>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 export module teeny.ops:norm;
 import teeny.core;
@@ -124,7 +125,8 @@ struct batch_norm_op {
     return Args{*x3, *weight, *bias, *mean, *var, *y3, attrs.eps, epilogue, *count, attrs.momentum.value_or(-1.0)};
   }
   Dim3 block() const { return {256, 1, 1}; }
-  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+  /// One block a channel (y is [N, C, ...]).
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.rank() >= 2 ? y[1] : 1, 1), 1, 1}; }
 
 #if TEENY_TRAINING
   using BackwardArgs = BatchNormBackwardArgs<T>;
@@ -197,6 +199,18 @@ Result<RowNormBackwardArgs<T>> pack_row_norm_backward(const Op& op, const Backwa
 #endif
 
 namespace ops_detail {
+/// torch.finfo(dtype).eps: the gap between 1 and the next value of T.
+template <FloatElement T>
+constexpr double machine_epsilon() {
+  if constexpr (std::is_same_v<T, f16>) {
+    return 0x1p-10;
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    return 0x1p-7;
+  } else {
+    return std::numeric_limits<T>::epsilon();
+  }
+}
+
 inline std::int64_t product(const std::vector<std::int64_t>& dims) {
   std::int64_t n = 1;
   for (std::int64_t d : dims) n *= d;
@@ -253,7 +267,11 @@ struct layer_norm_op {
                                         attrs.eps);
   }
   Dim3 block() const { return {256, 1, 1}; }
-  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+  /// One block a row of the normalized trailing dims.
+  Dim3 grid(const ConcreteShape& y) const {
+    const std::int64_t d = ops_detail::product(attrs.normalized_shape);
+    return {ceil_div(d == 0 ? 0 : y.numel() / d, 1), 1, 1};
+  }
 
 #if TEENY_TRAINING
   using BackwardArgs = RowNormBackwardArgs<T>;
@@ -294,12 +312,16 @@ struct rms_norm_op {
     return std::vector<ConcreteShape>(param_names().size(), shape ? *shape : ConcreteShape{});
   }
   Result<Args> pack_args(const OpBindings& b) const {
-    const double eps = attrs.eps.value_or(static_cast<double>(std::numeric_limits<T>::epsilon()));
+    const double eps = attrs.eps.value_or(ops_detail::machine_epsilon<T>());
     return ops_detail::row_norm_args<T>(b, ops_detail::product(attrs.normalized_shape), attrs.elementwise_affine, false,
                                         eps);
   }
   Dim3 block() const { return {256, 1, 1}; }
-  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+  /// One block a row of the normalized trailing dims.
+  Dim3 grid(const ConcreteShape& y) const {
+    const std::int64_t d = ops_detail::product(attrs.normalized_shape);
+    return {ceil_div(d == 0 ? 0 : y.numel() / d, 1), 1, 1};
+  }
 
 #if TEENY_TRAINING
   using BackwardArgs = RowNormBackwardArgs<T>;
@@ -380,7 +402,8 @@ struct group_norm_op {
     return Args{*x3, *weight, *bias, *y3, attrs.num_groups, attrs.eps};
   }
   Dim3 block() const { return {256, 1, 1}; }
-  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+  /// One block a (sample, group).
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.empty() ? 1 : y[0] * attrs.num_groups, 1), 1, 1}; }
 
 #if TEENY_TRAINING
   using BackwardArgs = GroupNormBackwardArgs<T>;

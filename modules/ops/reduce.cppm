@@ -72,7 +72,13 @@ struct softmax_op {
     return args;
   }
   Dim3 block() const { return {256, 1, 1}; }
-  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+  /// One thread a softmax row: every element but those along the axis.
+  Dim3 grid(const ConcreteShape& y) const {
+    const auto rank = static_cast<std::int64_t>(y.rank());
+    const std::int64_t a = axis < 0 ? axis + rank : axis;
+    const std::int64_t n = (a >= 0 && a < rank) ? y[static_cast<std::size_t>(a)] : 1;
+    return {ceil_div(n == 0 ? 0 : y.numel() / n, 256), 1, 1};
+  }
 
 #if TEENY_TRAINING
   /// softmax: dx += y * (dy - sum(dy * y)); log_softmax: dx += dy - exp(y) * sum(dy), per row.

@@ -60,8 +60,10 @@ TEST_CASE("cuda: every op names its kernel per dtype, as the entry points kernel
   CHECK_FALSE(teeny::unary_op<float>{}.kernel().backward.has_value());
 #endif
 #if TEENY_HAS_CUDA
-  // Each elementwise op's entry point exists in every dtype, under the name its op gives.
-  for (const char* family : {"unary", "binary"}) {
+  // Each family's entry points exist in every dtype, under the names the ops give.
+  for (const char* family :
+       {"unary", "binary", "copy", "strided_copy", "pad", "upsample_nearest", "max_pool2d", "avg_pool2d",
+        "adaptive_avg_pool2d", "softmax", "reduce", "batch_norm", "layer_norm", "rms_norm", "group_norm"}) {
     for (const char* dtype : {"f32", "f64", "f16", "bf16"}) {
       const std::string entry = std::string("teeny_") + family + "_" + dtype;
       CAPTURE(entry);
@@ -69,7 +71,7 @@ TEST_CASE("cuda: every op names its kernel per dtype, as the entry points kernel
     }
   }
   CHECK(ck::find_kernel("teeny_unary_i32") == nullptr);
-  CHECK(ck::kernel_count() == 8);
+  CHECK(ck::kernel_count() == 15 * 4);
 #endif
 }
 
