@@ -117,4 +117,10 @@ template <class T>
 using GroupNormParamList = ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>,
                                      DeviceTensor<T>, std::int64_t, double>;
 
+/// linear_op: x [rows, in], weight [out, in] (PyTorch's layout), bias [out] or empty, y [rows, out],
+/// the fused activation.
+template <class T>
+using LinearParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, math::Epilogue>;
+
 }  // namespace teeny::cuda_kernels

@@ -20,5 +20,6 @@ KernelTable shape_kernels() noexcept;
 KernelTable pool_kernels() noexcept;
 KernelTable reduce_kernels() noexcept;
 KernelTable norm_kernels() noexcept;
+KernelTable linear_kernels() noexcept;
 
 }  // namespace teeny::cuda_kernels

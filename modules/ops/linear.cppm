@@ -75,9 +75,10 @@ struct linear_op {
     return Args{TensorView<const T>(x->data, {rows, attrs.in_features}), *w, *bias,
                 TensorView<T>(y->data, {rows, attrs.out_features}), epilogue};
   }
+  /// 16 x 16 output tiles; the rows' tiles stop at CUDA's grid-y limit, the kernel looping over the rest.
   Dim3 block() const { return {16, 16, 1}; }
   Dim3 grid(const ConcreteShape& y) const {
-    return {ceil_div(attrs.out_features, 16), ceil_div(y.numel() / attrs.out_features, 16), 1};
+    return {ceil_div(attrs.out_features, 16), std::min(ceil_div(y.numel() / attrs.out_features, 16), 65535u), 1};
   }
 
 #if TEENY_TRAINING

@@ -394,3 +394,22 @@ TEST_CASE("an RMS norm without eps takes its dtype's machine epsilon, as PyTorch
   CHECK(eps_of.operator()<teeny::f16>() == 0x1p-10);
   CHECK(eps_of.operator()<teeny::bf16>() == 0x1p-7);
 }
+
+TEST_CASE("cuda kernels: linear with bias and a fused activation, over partial tiles") {
+  for (const bool bias : {true, false}) {
+    CAPTURE(bias);
+    Operands operands{{random_tensor({2, 20, 37}, 19)}, {random_tensor({19, 37}, 20)}};
+    if (bias) operands.params.push_back(random_tensor({19}, 21));
+    check_against_cpu(
+        [bias]<class T>() {
+          teeny::linear_op<T> op;
+          op.attrs.in_features = 37;
+          op.attrs.out_features = 19;
+          op.attrs.bias = bias;
+          op.epilogue = {true, teeny::UnaryFn::gelu_tanh, {}};
+          op.out = output<T>({2, 20, 19});
+          return op;
+        },
+        operands, {2, 20, 19});
+  }
+}
