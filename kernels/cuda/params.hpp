@@ -123,4 +123,14 @@ template <class T>
 using LinearParamList =
     ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, math::Epilogue>;
 
+/// conv_op: x [N, C, H, W], weight [O, C/groups, kh, kw], bias [O] or empty, y [N, O, Ho, Wo] (or
+/// the pooled [N, O, Hp, Wp]), the window, groups, the fused activation; a folded BatchNorm's
+/// weight, bias, mean and variance ([O] or empty) and eps; a residual (as y) or empty; whether a
+/// max pool is folded, and its window.
+template <class T>
+using ConvParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, math::Window2d,
+              std::int64_t, math::Epilogue, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>,
+              DeviceTensor<const T>, double, DeviceTensor<const T>, bool, math::Window2d>;
+
 }  // namespace teeny::cuda_kernels

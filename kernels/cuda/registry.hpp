@@ -21,5 +21,6 @@ KernelTable pool_kernels() noexcept;
 KernelTable reduce_kernels() noexcept;
 KernelTable norm_kernels() noexcept;
 KernelTable linear_kernels() noexcept;
+KernelTable conv_kernels() noexcept;
 
 }  // namespace teeny::cuda_kernels

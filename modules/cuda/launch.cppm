@@ -132,6 +132,10 @@ struct KernelParams<linear_op<T>> {
   using type = cuda_kernels::LinearParamList<T>;
 };
 template <FloatElement T>
+struct KernelParams<conv_op<T>> {
+  using type = cuda_kernels::ConvParamList<T>;
+};
+template <FloatElement T>
 struct KernelParams<reshape_op<T>> {
   using type = cuda_kernels::CopyParamList<T>;
 };
@@ -202,7 +206,7 @@ template <template <class> class Op>
 inline constexpr bool in_every_dtype = CudaOp<Op<float>> && CudaOp<Op<double>> && CudaOp<Op<f16>> && CudaOp<Op<bf16>>;
 }  // namespace launch_detail
 static_assert(launch_detail::in_every_dtype<unary_op> && launch_detail::in_every_dtype<binary_op> &&
-              launch_detail::in_every_dtype<linear_op>);
+              launch_detail::in_every_dtype<linear_op> && launch_detail::in_every_dtype<conv_op>);
 static_assert(launch_detail::in_every_dtype<reshape_op> && launch_detail::in_every_dtype<permute_op> &&
               launch_detail::in_every_dtype<slice_op> && launch_detail::in_every_dtype<concat_op> &&
               launch_detail::in_every_dtype<pad_op> && launch_detail::in_every_dtype<upsample_op>);

@@ -413,3 +413,42 @@ TEST_CASE("cuda kernels: linear with bias and a fused activation, over partial t
         operands, {2, 20, 19});
   }
 }
+
+TEST_CASE("cuda kernels: convolution, grouped and strided, and with a folded BatchNorm, residual or max pool") {
+  check_against_cpu(
+      []<class T>() {
+        teeny::conv_op<T> op;
+        op.attrs = {4, 6, 3, 2, 1, 1, 2, true};  // in, out, kernel, stride, padding, dilation, groups, bias
+        op.epilogue = {true, teeny::UnaryFn::relu, {}};
+        op.out = output<T>({2, 6, 5, 4});
+        return op;
+      },
+      {{random_tensor({2, 4, 9, 8}, 22)}, {random_tensor({6, 2, 3, 3}, 23), random_tensor({6}, 24)}}, {2, 6, 5, 4});
+
+  HostTensor var = random_tensor({4}, 29);
+  for (double& v : var.values) v = 0.5 + std::abs(v);
+  check_against_cpu(
+      []<class T>() {
+        teeny::conv_op<T> op;
+        op.attrs = {3, 4, 3, 1, 1, 1, 1, false};
+        op.norm = teeny::BatchNorm{.num_features = 4};
+        op.residual = true;
+        op.epilogue = {true, teeny::UnaryFn::relu, {}};
+        op.out = output<T>({1, 4, 6, 6});
+        return op;
+      },
+      {{random_tensor({1, 3, 6, 6}, 25), random_tensor({1, 4, 6, 6}, 26)},
+       {random_tensor({4, 3, 3, 3}, 27), random_tensor({4}, 28), random_tensor({4}, 30), random_tensor({4}, 31), var}},
+      {1, 4, 6, 6});
+
+  check_against_cpu(
+      []<class T>() {
+        teeny::conv_op<T> op;
+        op.attrs = {3, 2, 3, 1, 1, 1, 1, true};
+        op.pool = teeny::MaxPool2d{.kernel = 2};
+        op.epilogue = {true, teeny::UnaryFn::relu, {}};
+        op.out = output<T>({1, 2, 4, 4});
+        return op;
+      },
+      {{random_tensor({1, 3, 8, 8}, 32)}, {random_tensor({2, 3, 3, 3}, 33), random_tensor({2}, 34)}}, {1, 2, 4, 4});
+}

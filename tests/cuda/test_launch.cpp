@@ -61,9 +61,9 @@ TEST_CASE("cuda: every op names its kernel per dtype, as the entry points kernel
 #endif
 #if TEENY_HAS_CUDA
   // Each family's entry points exist in every dtype, under the names the ops give.
-  for (const char* family :
-       {"unary", "binary", "copy", "strided_copy", "pad", "upsample_nearest", "max_pool2d", "avg_pool2d",
-        "adaptive_avg_pool2d", "softmax", "reduce", "batch_norm", "layer_norm", "rms_norm", "group_norm", "linear"}) {
+  for (const char* family : {"unary", "binary", "copy", "strided_copy", "pad", "upsample_nearest", "max_pool2d",
+                             "avg_pool2d", "adaptive_avg_pool2d", "softmax", "reduce", "batch_norm", "layer_norm",
+                             "rms_norm", "group_norm", "linear", "conv"}) {
     for (const char* dtype : {"f32", "f64", "f16", "bf16"}) {
       const std::string entry = std::string("teeny_") + family + "_" + dtype;
       CAPTURE(entry);
@@ -71,7 +71,7 @@ TEST_CASE("cuda: every op names its kernel per dtype, as the entry points kernel
     }
   }
   CHECK(ck::find_kernel("teeny_unary_i32") == nullptr);
-  CHECK(ck::kernel_count() == 16 * 4);
+  CHECK(ck::kernel_count() == 17 * 4);
 #endif
 }
 

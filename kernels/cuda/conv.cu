@@ -1,0 +1,128 @@
+// The convolution kernel teeny launches itself: direct, one output element a thread, with what
+// the lowering folds into a convolution applied in the same pass (bias, a BatchNorm, a residual
+// add, the activation, a max pool over the activated values). Instantiated per element type as
+// teeny_conv_<dtype>; f16 and bf16 accumulate in f32. (cuDNN, or an implicit-GEMM kernel if it
+// measures faster, is planned for speed: docs/cuda.md.)
+#include <cuda_runtime.h>
+
+#include "cuda/device_tensor.cuh"
+#include "cuda/registry.hpp"
+#include "math/norm.hpp"
+#include "math/pool.hpp"
+
+namespace teeny::cuda_kernels {
+namespace {
+
+template <class T>
+struct ConvInputs {
+  DeviceTensor<const T> x, weight, bias;
+  math::Window2d window;
+  std::int64_t groups;
+  math::Epilogue epilogue;
+  DeviceTensor<const T> norm_weight, norm_bias, norm_mean, norm_var;
+  double norm_eps;
+};
+
+// The activated convolution at (n, o, oh, ow) of the unpooled output, plus `added` before the
+// activation.
+template <class T>
+__device__ compute_t<T> conv_at(const ConvInputs<T>& in, std::int64_t n, std::int64_t o, std::int64_t oh,
+                                std::int64_t ow, compute_t<T> added) {
+  using C = compute_t<T>;
+  const math::Window2d& win = in.window;
+  const std::int64_t channels = in.x.shape[1];
+  const std::int64_t h = in.x.shape[2];
+  const std::int64_t w = in.x.shape[3];
+  const std::int64_t per_group = channels / in.groups;
+  const std::int64_t out_per_group = in.weight.shape[0] / in.groups;
+  const std::int64_t first_channel = (o / out_per_group) * per_group;
+  const T* weights = in.weight.data + o * per_group * win.kernel_h * win.kernel_w;
+  C acc = C(0);
+  for (std::int64_t c = 0; c < per_group; ++c) {
+    const T* plane = in.x.data + (n * channels + first_channel + c) * h * w;
+    for (std::int64_t kh = 0; kh < win.kernel_h; ++kh) {
+      const std::int64_t ih = oh * win.stride_h - win.pad_h + kh * win.dilation_h;
+      if (ih < 0 || ih >= h) continue;
+      for (std::int64_t kw = 0; kw < win.kernel_w; ++kw) {
+        const std::int64_t iw = ow * win.stride_w - win.pad_w + kw * win.dilation_w;
+        if (iw < 0 || iw >= w) continue;
+        acc += load(plane + ih * w + iw) * load(weights + (c * win.kernel_h + kh) * win.kernel_w + kw);
+      }
+    }
+  }
+  if (in.bias.data != nullptr) acc += load(in.bias.data + o);
+  if (in.norm_mean.data != nullptr) {
+    const double weight = in.norm_weight.data != nullptr ? static_cast<double>(load(in.norm_weight.data + o)) : 1.0;
+    const double bias = in.norm_bias.data != nullptr ? static_cast<double>(load(in.norm_bias.data + o)) : 0.0;
+    const auto affine = math::batch_norm_affine(weight, bias, static_cast<double>(load(in.norm_mean.data + o)),
+                                                static_cast<double>(load(in.norm_var.data + o)), in.norm_eps);
+    acc = acc * static_cast<C>(affine.scale) + static_cast<C>(affine.shift);
+  }
+  return math::apply_epilogue(in.epilogue, acc + added);
+}
+
+template <class T>
+__device__ void conv(const ConvInputs<T>& in, const DeviceTensor<T>& y, const DeviceTensor<const T>& residual,
+                     bool pooled, const math::Window2d& pool) {
+  using C = compute_t<T>;
+  const math::Window2d& win = in.window;
+  const std::int64_t n_outputs = element_count(y);
+  const std::int64_t out_channels = y.shape[1];
+  const std::int64_t yh = y.shape[2];
+  const std::int64_t yw = y.shape[3];
+  // The unpooled output's size, from the input and the window.
+  const std::int64_t ho = (in.x.shape[2] + 2 * win.pad_h - win.dilation_h * (win.kernel_h - 1) - 1) / win.stride_h + 1;
+  const std::int64_t wo = (in.x.shape[3] + 2 * win.pad_w - win.dilation_w * (win.kernel_w - 1) - 1) / win.stride_w + 1;
+  for (std::int64_t i = first_index(); i < n_outputs; i += grid_stride()) {
+    const std::int64_t ow = i % yw;
+    const std::int64_t oh = (i / yw) % yh;
+    const std::int64_t o = (i / (yw * yh)) % out_channels;
+    const std::int64_t n = i / (yw * yh * out_channels);
+    if (!pooled) {
+      const C added = residual.data != nullptr ? load(residual.data + i) : C(0);
+      store(y.data + i, conv_at(in, n, o, oh, ow, added));
+      continue;
+    }
+    const math::MaxSpan rows = math::max_pool_span(oh, pool.kernel_h, pool.stride_h, pool.pad_h, pool.dilation_h, ho);
+    const math::MaxSpan cols = math::max_pool_span(ow, pool.kernel_w, pool.stride_w, pool.pad_w, pool.dilation_w, wo);
+    C acc = -C(INFINITY);
+    for (std::int64_t ph = rows.first; ph < rows.end; ph += pool.dilation_h) {
+      for (std::int64_t pw = cols.first; pw < cols.end; pw += pool.dilation_w) {
+        acc = math::max_pool_update(acc, conv_at(in, n, o, ph, pw, C(0)));
+      }
+    }
+    store(y.data + i, acc);
+  }
+}
+
+}  // namespace
+}  // namespace teeny::cuda_kernels
+
+using teeny::cuda_kernels::DeviceTensor;
+
+#define TEENY_CONV_ENTRIES(T, suffix)                                                                           \
+  extern "C" __global__ void teeny_conv_##suffix(                                                               \
+      DeviceTensor<const T> x, DeviceTensor<const T> weight, DeviceTensor<const T> bias, DeviceTensor<T> y,     \
+      teeny::math::Window2d window, std::int64_t groups, teeny::math::Epilogue epilogue,                        \
+      DeviceTensor<const T> norm_weight, DeviceTensor<const T> norm_bias, DeviceTensor<const T> norm_mean,      \
+      DeviceTensor<const T> norm_var, double norm_eps, DeviceTensor<const T> residual, bool pooled,             \
+      teeny::math::Window2d pool) {                                                                             \
+    const teeny::cuda_kernels::ConvInputs<T> in{x,           weight,    bias,      window,   groups,  epilogue, \
+                                                norm_weight, norm_bias, norm_mean, norm_var, norm_eps};         \
+    teeny::cuda_kernels::conv<T>(in, y, residual, pooled, pool);                                                \
+  }                                                                                                             \
+  static_assert(                                                                                                \
+      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ConvParamList<T>, decltype(teeny_conv_##suffix)>);
+TEENY_CUDA_FOR_EACH_FLOAT(TEENY_CONV_ENTRIES)
+#undef TEENY_CONV_ENTRIES
+
+namespace teeny::cuda_kernels {
+
+KernelTable conv_kernels() noexcept {
+#define TEENY_CONV_ENTRY(T, suffix) {"teeny_conv_" #suffix, reinterpret_cast<const void*>(&teeny_conv_##suffix)},
+  static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_CONV_ENTRY)};
+#undef TEENY_CONV_ENTRY
+  return {entries, sizeof entries / sizeof entries[0]};
+}
+
+}  // namespace teeny::cuda_kernels
