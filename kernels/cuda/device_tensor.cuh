@@ -57,11 +57,14 @@ __device__ inline std::int64_t element_offset(const DeviceTensor<T>& t, std::int
   return offset;
 }
 
-/// The first index this thread takes in a grid-stride loop, and the loop's stride.
+/// The first index this thread takes in a grid-stride loop over a 1-D grid (of blocks of any
+/// shape: all of a block's threads count), and the loop's stride.
+__device__ inline std::int64_t block_threads() { return std::int64_t{blockDim.x} * blockDim.y * blockDim.z; }
 __device__ inline std::int64_t first_index() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t in_block = (std::int64_t{threadIdx.z} * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  return std::int64_t{blockIdx.x} * block_threads() + in_block;
 }
-__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+__device__ inline std::int64_t grid_stride() { return std::int64_t{gridDim.x} * block_threads(); }
 
 /// The sum of `v` over the block's threads, returned to every thread; every thread of the block
 /// must call it (blockDim.x a multiple of 32, at most 1024).

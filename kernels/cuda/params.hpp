@@ -20,6 +20,10 @@ namespace teeny::cuda_kernels {
 /// The most dims a tensor has (teeny.core's max_rank; teeny.cuda checks that they agree).
 inline constexpr int max_rank = 8;
 
+/// A dtype as kernels take it, for ops whose element types are chosen at run time (cast, an
+/// embedding's indices): the values of teeny's DType, which teeny.cuda checks one by one.
+enum class DTypeCode : std::uint8_t { boolean, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64 };
+
 /// A tensor as a kernel takes it: the element pointer, then shape and strides (in elements) of
 /// its first `rank` dims. Strides may be 0 (a broadcast operand) or anything a view has.
 template <class T>
@@ -132,5 +136,23 @@ using ConvParamList =
     ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, math::Window2d,
               std::int64_t, math::Epilogue, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>,
               DeviceTensor<const T>, double, DeviceTensor<const T>, bool, math::Window2d>;
+
+/// matmul_op: a [..., n, k], b [..., k, m] (batch dims broadcast, right-aligned), y contiguous.
+template <class T>
+using MatMulParamList = ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>>;
+
+/// cast_op: n contiguous elements of `from` at x converted to `to` at y.
+using CastParamList = ParamList<const void*, void*, std::int64_t, DTypeCode, DTypeCode>;
+
+/// embedding_op: `count` indices of an integer dtype, weight [rows, dim], y [count, dim] (rows of
+/// zeros for indices out of range).
+template <class T>
+using EmbeddingParamList = ParamList<const void*, DTypeCode, std::int64_t, DeviceTensor<const T>, DeviceTensor<T>>;
+
+/// attention_op: q [batch..., L, E], k [batch..., S, E], v [batch..., S, Ev] (stride 0 where
+/// broadcast), y [batch..., L, Ev] contiguous; the scale (in T, as PyTorch scales); causal.
+template <class T>
+using AttentionParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, T, bool>;
 
 }  // namespace teeny::cuda_kernels

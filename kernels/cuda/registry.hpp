@@ -22,5 +22,6 @@ KernelTable reduce_kernels() noexcept;
 KernelTable norm_kernels() noexcept;
 KernelTable linear_kernels() noexcept;
 KernelTable conv_kernels() noexcept;
+KernelTable sequence_kernels() noexcept;
 
 }  // namespace teeny::cuda_kernels

@@ -52,7 +52,7 @@ namespace {
 // Every family's entry points, in one list (kernel_count / kernel_name index it).
 const KernelTable* families(std::size_t& count) noexcept {
   static const KernelTable tables[] = {elementwise_kernels(), shape_kernels(),  pool_kernels(), reduce_kernels(),
-                                       norm_kernels(),        linear_kernels(), conv_kernels()};
+                                       norm_kernels(),        linear_kernels(), conv_kernels(), sequence_kernels()};
   count = sizeof tables / sizeof tables[0];
   return tables;
 }

@@ -48,14 +48,33 @@ cuda_kernels::DeviceTensor<T> to_device(const TensorView<T>& view) {
 /// defines for both compilers.
 template <class F>
 concept KernelScalar =
-    std::is_arithmetic_v<F> || std::is_enum_v<F> || std::same_as<F, f16> || std::same_as<F, bf16> ||
-    std::same_as<F, math::UnaryParams> || std::same_as<F, math::Epilogue> || std::same_as<F, math::Window2d> ||
+    std::is_arithmetic_v<F> || (std::is_enum_v<F> && !std::same_as<F, DType>) || std::is_pointer_v<F> ||
+    std::same_as<F, f16> || std::same_as<F, bf16> || std::same_as<F, math::UnaryParams> ||
+    std::same_as<F, math::Epilogue> || std::same_as<F, math::Window2d> ||
     std::same_as<F, std::array<std::int64_t, cuda_kernels::max_rank>>;
 
 template <KernelScalar F>
 F to_device(const F& field) {
   return field;
 }
+
+/// A dtype chosen at run time (a cast's, an embedding's indices'), as the kernels number them.
+inline cuda_kernels::DTypeCode to_device(DType dtype) { return static_cast<cuda_kernels::DTypeCode>(dtype); }
+static_assert(
+    [] {
+      using cuda_kernels::DTypeCode;
+      const std::pair<DType, DTypeCode> same[] = {
+          {DType::boolean, DTypeCode::boolean}, {DType::i8, DTypeCode::i8},     {DType::i16, DTypeCode::i16},
+          {DType::i32, DTypeCode::i32},         {DType::i64, DTypeCode::i64},   {DType::u8, DTypeCode::u8},
+          {DType::u16, DTypeCode::u16},         {DType::u32, DTypeCode::u32},   {DType::u64, DTypeCode::u64},
+          {DType::f16, DTypeCode::f16},         {DType::bf16, DTypeCode::bf16}, {DType::f32, DTypeCode::f32},
+          {DType::f64, DTypeCode::f64}};
+      for (const auto& [dtype, code] : same) {
+        if (static_cast<int>(dtype) != static_cast<int>(code)) return false;
+      }
+      return std::size(same) == all_dtypes.size();
+    }(),
+    "kernels/cuda/params.hpp's DTypeCode numbers every DType as teeny.core does");
 
 /// The kernel parameter an Args field becomes.
 template <class F>
@@ -136,6 +155,22 @@ struct KernelParams<conv_op<T>> {
   using type = cuda_kernels::ConvParamList<T>;
 };
 template <FloatElement T>
+struct KernelParams<matmul_op<T>> {
+  using type = cuda_kernels::MatMulParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<cast_op<T>> {
+  using type = cuda_kernels::CastParamList;
+};
+template <FloatElement T>
+struct KernelParams<embedding_op<T>> {
+  using type = cuda_kernels::EmbeddingParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<attention_op<T>> {
+  using type = cuda_kernels::AttentionParamList<T>;
+};
+template <FloatElement T>
 struct KernelParams<reshape_op<T>> {
   using type = cuda_kernels::CopyParamList<T>;
 };
@@ -206,7 +241,10 @@ template <template <class> class Op>
 inline constexpr bool in_every_dtype = CudaOp<Op<float>> && CudaOp<Op<double>> && CudaOp<Op<f16>> && CudaOp<Op<bf16>>;
 }  // namespace launch_detail
 static_assert(launch_detail::in_every_dtype<unary_op> && launch_detail::in_every_dtype<binary_op> &&
-              launch_detail::in_every_dtype<linear_op> && launch_detail::in_every_dtype<conv_op>);
+              launch_detail::in_every_dtype<linear_op> && launch_detail::in_every_dtype<matmul_op> &&
+              launch_detail::in_every_dtype<conv_op>);
+static_assert(launch_detail::in_every_dtype<cast_op> && launch_detail::in_every_dtype<embedding_op> &&
+              launch_detail::in_every_dtype<attention_op>);
 static_assert(launch_detail::in_every_dtype<reshape_op> && launch_detail::in_every_dtype<permute_op> &&
               launch_detail::in_every_dtype<slice_op> && launch_detail::in_every_dtype<concat_op> &&
               launch_detail::in_every_dtype<pad_op> && launch_detail::in_every_dtype<upsample_op>);

@@ -145,7 +145,7 @@ struct AttentionArgs {
   TensorView<const T> k;  // [batch..., S, E]
   TensorView<const T> v;  // [batch..., S, Ev]
   TensorView<T> y;        // [batch..., L, Ev], contiguous
-  T scale = 1;            // PyTorch scales in the element type
+  T scale = T(1.0f);      // PyTorch scales in the element type
   bool causal = false;    // query i sees keys 0..i (top-left aligned, as PyTorch's is_causal)
   auto fields() const { return std::tie(q, k, v, y, scale, causal); }
 };
@@ -204,11 +204,9 @@ struct attention_op {
     const double scale = attrs.scale ? *attrs.scale : 1.0 / std::sqrt(static_cast<double>(e));
     return Args{*qb, *kb, *vb, *yc, static_cast<T>(scale), attrs.causal};
   }
+  /// One output element a thread.
   Dim3 block() const { return {128, 1, 1}; }
-  Dim3 grid(const ConcreteShape& y) const {
-    const std::int64_t rows = y.rank() < 2 || y.last() == 0 ? 1 : y.numel() / y.last();
-    return {ceil_div(rows, 16), 1, 1};
-  }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 128), 1, 1}; }
 
 #if TEENY_TRAINING
   // One launch for q, k and v: all three gradients come from the same recomputed probabilities.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -28,6 +29,7 @@ using teeny::TensorBinding;
 struct HostTensor {
   ConcreteShape shape;
   std::vector<double> values;
+  std::optional<teeny::DType> dtype{};  // for an input not of the op's element type (indices)
 };
 
 HostTensor random_tensor(const ConcreteShape& shape, unsigned seed) {
@@ -88,7 +90,8 @@ template <class Op, class Place>
 Bound bind(const Op& op, const Operands& operands, Place&& place) {
   Bound b;
   for (const HostTensor& t : operands.inputs) {
-    b.inputs.push_back({place(stored_as(t, op.output_dtype())), op.output_dtype(), t.shape, 0});
+    const teeny::DType dtype = t.dtype.value_or(op.output_dtype());
+    b.inputs.push_back({place(stored_as(t, dtype)), dtype, t.shape, 0});
   }
   for (std::size_t i = 0; i < operands.params.size(); ++i) {
     const teeny::DType dtype = teeny::param_dtype(op, i);
@@ -136,6 +139,7 @@ void check_dtype(Make& make, const Operands& operands, const ConcreteShape& out_
   // The values as the GPU op holds them, for the reference too.
   Operands rounded = operands;
   for (HostTensor& t : rounded.inputs) {
+    if (t.dtype) continue;
     for (double& v : t.values) v = from_element(to_element<T>(v));
   }
   for (std::size_t i = 0; i < rounded.params.size(); ++i) {
@@ -451,4 +455,46 @@ TEST_CASE("cuda kernels: convolution, grouped and strided, and with a folded Bat
         return op;
       },
       {{random_tensor({1, 3, 8, 8}, 32)}, {random_tensor({2, 3, 3, 3}, 33), random_tensor({2}, 34)}}, {1, 2, 4, 4});
+}
+
+TEST_CASE("cuda kernels: matmul with broadcast batches and a 1-D operand") {
+  check_against_cpu(
+      []<class T>() {
+        teeny::matmul_op<T> op;
+        op.out = output<T>({2, 5, 3, 6});
+        return op;
+      },
+      {{random_tensor({2, 1, 3, 4}, 35), random_tensor({5, 4, 6}, 36)}}, {2, 5, 3, 6});
+  check_against_cpu(
+      []<class T>() {
+        teeny::matmul_op<T> op;
+        op.out = output<T>({6});
+        return op;
+      },
+      {{random_tensor({4}, 37), random_tensor({4, 6}, 38)}}, {6});
+}
+
+TEST_CASE("cuda kernels: embedding rows (an index out of range gives zeros) and attention, causal or not") {
+  const HostTensor indices{{2, 3}, {0, 4, 2, 4, 7, -1}, teeny::DType::i64};
+  check_against_cpu(
+      []<class T>() {
+        teeny::embedding_op<T> op;
+        op.attrs.num_embeddings = 5;
+        op.attrs.embedding_dim = 3;
+        op.out = output<T>({2, 3, 3});
+        return op;
+      },
+      {{indices}, {random_tensor({5, 3}, 39)}}, {2, 3, 3});
+  for (const bool causal : {false, true}) {
+    CAPTURE(causal);
+    check_against_cpu(
+        [causal]<class T>() {
+          teeny::attention_op<T> op;
+          op.attrs.causal = causal;
+          op.out = output<T>({2, 3, 5, 4});
+          return op;
+        },
+        {{random_tensor({2, 3, 5, 6}, 40), random_tensor({1, 3, 7, 6}, 41), random_tensor({1, 3, 7, 4}, 42)}},
+        {2, 3, 5, 4});
+  }
 }

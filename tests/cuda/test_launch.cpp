@@ -61,9 +61,13 @@ TEST_CASE("cuda: every op names its kernel per dtype, as the entry points kernel
 #endif
 #if TEENY_HAS_CUDA
   // Each family's entry points exist in every dtype, under the names the ops give.
-  for (const char* family : {"unary", "binary", "copy", "strided_copy", "pad", "upsample_nearest", "max_pool2d",
-                             "avg_pool2d", "adaptive_avg_pool2d", "softmax", "reduce", "batch_norm", "layer_norm",
-                             "rms_norm", "group_norm", "linear", "conv"}) {
+  for (const char* family : {"unary",        "binary",     "copy",
+                             "strided_copy", "pad",        "upsample_nearest",
+                             "max_pool2d",   "avg_pool2d", "adaptive_avg_pool2d",
+                             "softmax",      "reduce",     "batch_norm",
+                             "layer_norm",   "rms_norm",   "group_norm",
+                             "linear",       "conv",       "matmul",
+                             "cast",         "embedding",  "attention"}) {
     for (const char* dtype : {"f32", "f64", "f16", "bf16"}) {
       const std::string entry = std::string("teeny_") + family + "_" + dtype;
       CAPTURE(entry);
@@ -71,7 +75,7 @@ TEST_CASE("cuda: every op names its kernel per dtype, as the entry points kernel
     }
   }
   CHECK(ck::find_kernel("teeny_unary_i32") == nullptr);
-  CHECK(ck::kernel_count() == 17 * 4);
+  CHECK(ck::kernel_count() == 21 * 4);
 #endif
 }
 
@@ -144,6 +148,45 @@ TEST_CASE("cuda: elementwise launches cover every element with as few blocks as 
   const ConcreteShape huge{std::int64_t{1} << 40};
   CHECK(relu_op(huge).grid(huge).x == 0x7fffffffu);
   CHECK(teeny::cuda::check_geometry(relu_op(huge).grid(huge), relu_op(huge).block()));
+}
+
+TEST_CASE("cuda: each kind of launch gets the blocks its kernel divides the work into, within CUDA's limits") {
+  const ConcreteShape shapes[] = {{1, 1}, {7, 300}, {2, 3, 17, 19}, {64, 1000}, {3, 1 << 20}};
+  for (const ConcreteShape& y : shapes) {
+    CAPTURE(to_string(y));
+    const std::int64_t last = y.last();
+    const std::int64_t rows = y.numel() / last;
+    // A thread a row: softmax over the last dim.
+    teeny::softmax_op<float> softmax;
+    const Dim3 softmax_grid = softmax.grid(y);
+    CHECK(teeny::cuda::check_geometry(softmax_grid, softmax.block()));
+    CHECK(softmax_grid.x == static_cast<std::uint32_t>((rows + 255) / 256));
+    // A block a row: layer norm over the last dim.
+    teeny::layer_norm_op<float> layer_norm;
+    layer_norm.attrs.normalized_shape = {last};
+    CHECK(teeny::cuda::check_geometry(layer_norm.grid(y), layer_norm.block()));
+    CHECK(layer_norm.grid(y).x == static_cast<std::uint32_t>(rows));
+    // A block a channel: batch norm of [N, C, ...].
+    teeny::batch_norm_op<float> batch_norm;
+    CHECK(teeny::cuda::check_geometry(batch_norm.grid(y), batch_norm.block()));
+    CHECK(batch_norm.grid(y).x == static_cast<std::uint32_t>(y[1]));
+    // 16 x 16 output tiles: linear with out_features = the last dim.
+    teeny::linear_op<float> linear;
+    linear.attrs.out_features = last;
+    const Dim3 tiles = linear.grid(y);
+    CHECK(teeny::cuda::check_geometry(tiles, linear.block()));
+    CHECK(tiles.x == static_cast<std::uint32_t>((last + 15) / 16));
+    CHECK(tiles.y == static_cast<std::uint32_t>((rows + 15) / 16));
+    // An output a thread: attention, matmul and convolution.
+    for (const auto& [grid, block] :
+         {std::pair{teeny::attention_op<float>{}.grid(y), teeny::attention_op<float>{}.block()},
+          std::pair{teeny::matmul_op<float>{}.grid(y), teeny::matmul_op<float>{}.block()},
+          std::pair{teeny::conv_op<float>{}.grid(y), teeny::conv_op<float>{}.block()}}) {
+      CHECK(teeny::cuda::check_geometry(grid, block));
+      CHECK(grid.volume() * block.volume() >= static_cast<std::uint64_t>(y.numel()));
+      CHECK((grid.volume() - 1) * block.volume() < static_cast<std::uint64_t>(y.numel()));
+    }
+  }
 }
 
 TEST_CASE("cuda: launch geometry outside CUDA's limits is refused, saying which limit") {
