@@ -48,6 +48,36 @@ int copy_to_host(void* host, const void* device, std::size_t bytes) noexcept {
 }
 int synchronize() noexcept { return static_cast<int>(cudaDeviceSynchronize()); }
 
+int stream_create(void*& stream) noexcept {
+  cudaStream_t s = nullptr;
+  const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  stream = s;
+  return static_cast<int>(e);
+}
+int stream_destroy(void* stream) noexcept {
+  return static_cast<int>(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
+}
+int stream_synchronize(void* stream) noexcept {
+  return static_cast<int>(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+int event_create(void*& event) noexcept {
+  cudaEvent_t ev = nullptr;
+  const cudaError_t e = cudaEventCreate(&ev);
+  event = ev;
+  return static_cast<int>(e);
+}
+int event_destroy(void* event) noexcept { return static_cast<int>(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
+int event_record(void* event, void* stream) noexcept {
+  return static_cast<int>(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+int event_synchronize(void* event) noexcept {
+  return static_cast<int>(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+int event_elapsed_ms(float& milliseconds, void* start, void* end) noexcept {
+  return static_cast<int>(
+      cudaEventElapsedTime(&milliseconds, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+}
+
 namespace {
 // Every family's entry points, in one list (kernel_count / kernel_name index it).
 const KernelTable* families(std::size_t& count) noexcept {

@@ -25,6 +25,16 @@ int copy_to_device(void* device, const void* host, std::size_t bytes) noexcept;
 int copy_to_host(void* host, const void* device, std::size_t bytes) noexcept;
 int synchronize() noexcept;
 
+/// Streams (created non-blocking: they do not wait on the default stream) and events (for timing).
+int stream_create(void*& stream) noexcept;
+int stream_destroy(void* stream) noexcept;
+int stream_synchronize(void* stream) noexcept;
+int event_create(void*& event) noexcept;
+int event_destroy(void* event) noexcept;
+int event_record(void* event, void* stream) noexcept;
+int event_synchronize(void* event) noexcept;
+int event_elapsed_ms(float& milliseconds, void* start, void* end) noexcept;
+
 /// Launch extents, as CUDA's dim3.
 struct Extent {
   std::uint32_t x = 1;

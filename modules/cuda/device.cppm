@@ -1,8 +1,10 @@
-// teeny.cuda:device — CUDA devices and device memory, with CUDA's errors as teeny errors.
+// teeny.cuda:device — CUDA devices, device memory, streams and events, with CUDA's errors as
+// teeny errors.
 //
 //   auto n = teeny::cuda::device_count();            // 0 (not an error) on a machine without a GPU
 //   auto buffer = teeny::cuda::DeviceBuffer::allocate(bytes);
 //   if (buffer) buffer->upload(host_bytes);
+//   auto stream = teeny::cuda::Stream::create();    // launches on it run in order, apart from others
 //
 // A build without CUDA (-Dcuda=disabled, or no nvcc) keeps this API: every call that needs a GPU
 // returns an `unsupported` error that says so.
@@ -165,6 +167,124 @@ class DeviceBuffer {
 
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
+};
+
+/// A CUDA stream owned by one object: kernels launched on it run in order, and apart from other
+/// streams' (it does not wait on the default stream).
+class Stream {
+ public:
+  Stream() = default;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  Stream(Stream&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  Stream& operator=(Stream&& other) noexcept {
+    if (this != &other) {
+      release();
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  ~Stream() { release(); }
+
+  static Result<Stream> create() {
+#if TEENY_HAS_CUDA
+    Stream stream;
+    if (const int code = cuda_kernels::stream_create(stream.handle_)) return cuda_error(code, "creating a CUDA stream");
+    return stream;
+#else
+    return not_compiled_in("creating a CUDA stream");
+#endif
+  }
+
+  /// What `launch` takes (nullptr for a default-constructed Stream: the default stream).
+  void* handle() const { return handle_; }
+
+  /// Waits for the work queued on this stream; a kernel's asynchronous failure surfaces here.
+  Result<void> synchronize() const {
+#if TEENY_HAS_CUDA
+    if (const int code = cuda_kernels::stream_synchronize(handle_))
+      return cuda_error(code, "waiting for a CUDA stream");
+    return ok();
+#else
+    return not_compiled_in("waiting for a CUDA stream");
+#endif
+  }
+
+ private:
+  void release() {
+#if TEENY_HAS_CUDA
+    if (handle_ != nullptr) (void)cuda_kernels::stream_destroy(handle_);
+#endif
+    handle_ = nullptr;
+  }
+  void* handle_ = nullptr;
+};
+
+/// A CUDA event owned by one object: recorded on a stream, it marks a point in that stream's
+/// work; two of them time the work between.
+class Event {
+ public:
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      release();
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  ~Event() { release(); }
+
+  static Result<Event> create() {
+#if TEENY_HAS_CUDA
+    Event event;
+    if (const int code = cuda_kernels::event_create(event.handle_)) return cuda_error(code, "creating a CUDA event");
+    return event;
+#else
+    return not_compiled_in("creating a CUDA event");
+#endif
+  }
+
+  /// Marks the current end of `stream`'s queued work.
+  Result<void> record(const Stream& stream) {
+#if TEENY_HAS_CUDA
+    if (const int code = cuda_kernels::event_record(handle_, stream.handle())) {
+      return cuda_error(code, "recording a CUDA event");
+    }
+    return ok();
+#else
+    (void)stream;
+    return not_compiled_in("recording a CUDA event");
+#endif
+  }
+
+  /// Milliseconds of GPU time from `start` to `end`, once `end` has been reached.
+  static Result<float> elapsed_ms(const Event& start, const Event& end) {
+#if TEENY_HAS_CUDA
+    if (const int code = cuda_kernels::event_synchronize(end.handle_))
+      return cuda_error(code, "waiting for a CUDA event");
+    float ms = 0;
+    if (const int code = cuda_kernels::event_elapsed_ms(ms, start.handle_, end.handle_)) {
+      return cuda_error(code, "timing two CUDA events");
+    }
+    return ms;
+#else
+    (void)start;
+    (void)end;
+    return not_compiled_in("timing two CUDA events");
+#endif
+  }
+
+ private:
+  void release() {
+#if TEENY_HAS_CUDA
+    if (handle_ != nullptr) (void)cuda_kernels::event_destroy(handle_);
+#endif
+    handle_ = nullptr;
+  }
+  void* handle_ = nullptr;
 };
 
 /// Waits for all work on the device; a kernel's asynchronous failure surfaces here.

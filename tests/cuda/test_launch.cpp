@@ -363,3 +363,35 @@ TEST_CASE("cuda (GPU): a broadcasting add with a fused ReLU matches the CPU's") 
     }
   }
 }
+
+TEST_CASE("cuda: streams and events, or the error saying why there are none") {
+  CHECK(teeny::cuda::Stream{}.handle() == nullptr);  // the default stream
+  auto stream = teeny::cuda::Stream::create();
+  if (teeny::cuda::device_count() == 0) {
+    REQUIRE_FALSE(stream);
+    CHECK(contains(stream.error().message(), "creating a CUDA stream"));
+    CHECK(stream.error().code() == (teeny::cuda::compiled_in ? Errc::device : Errc::unsupported));
+    CHECK_FALSE(teeny::cuda::Event::create());
+    return;
+  }
+  // GPU: a launch on a stream of its own, timed by two events recorded around it.
+  REQUIRE(stream);
+  auto start = teeny::cuda::Event::create();
+  auto end = teeny::cuda::Event::create();
+  REQUIRE(start);
+  REQUIRE(end);
+  const ConcreteShape shape{1 << 20};
+  auto x = teeny::cuda::DeviceBuffer::allocate(std::size_t{1} << 22);
+  auto y = teeny::cuda::DeviceBuffer::allocate(std::size_t{1} << 22);
+  REQUIRE(x);
+  REQUIRE(y);
+  const TensorBinding inputs[] = {{x->data(), teeny::DType::f32, shape, 0}};
+  const teeny::OpBindings bindings{inputs, {}, {y->data(), teeny::DType::f32, shape, 0}};
+  REQUIRE(start->record(*stream));
+  REQUIRE(teeny::cuda::launch(relu_op(shape), bindings, "relu", stream->handle()));
+  REQUIRE(end->record(*stream));
+  REQUIRE(stream->synchronize());
+  auto ms = teeny::cuda::Event::elapsed_ms(*start, *end);
+  REQUIRE(ms);
+  CHECK(*ms >= 0.0f);
+}
