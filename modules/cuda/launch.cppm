@@ -19,6 +19,7 @@ module;
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "cuda/params.hpp"
@@ -237,22 +238,20 @@ concept CudaOp = RuntimeOp<Op> && ExecutableOp<Op> && requires { typename Kernel
                  PacksInto<typename Op::Args, typename KernelParams<Op>::type>;
 
 namespace launch_detail {
-template <template <class> class Op>
-inline constexpr bool in_every_dtype = CudaOp<Op<float>> && CudaOp<Op<double>> && CudaOp<Op<f16>> && CudaOp<Op<bf16>>;
+// Every op of the standard op set has its CUDA kernels, but the input placeholder (no kernel) and
+// dropout (its kernel is planned with GPU training: only a model lowered for training runs one).
+template <class Op>
+inline constexpr bool has_cuda_kernels = CudaOp<Op> || InputOpType<Op>;
+template <FloatElement T>
+inline constexpr bool has_cuda_kernels<dropout_op<T>> = true;
+template <class Set>
+inline constexpr bool covers = false;
+template <class... Ops>
+inline constexpr bool covers<std::variant<Ops...>> = (has_cuda_kernels<Ops> && ...);
 }  // namespace launch_detail
-static_assert(launch_detail::in_every_dtype<unary_op> && launch_detail::in_every_dtype<binary_op> &&
-              launch_detail::in_every_dtype<linear_op> && launch_detail::in_every_dtype<matmul_op> &&
-              launch_detail::in_every_dtype<conv_op>);
-static_assert(launch_detail::in_every_dtype<cast_op> && launch_detail::in_every_dtype<embedding_op> &&
-              launch_detail::in_every_dtype<attention_op>);
-static_assert(launch_detail::in_every_dtype<reshape_op> && launch_detail::in_every_dtype<permute_op> &&
-              launch_detail::in_every_dtype<slice_op> && launch_detail::in_every_dtype<concat_op> &&
-              launch_detail::in_every_dtype<pad_op> && launch_detail::in_every_dtype<upsample_op>);
-static_assert(launch_detail::in_every_dtype<max_pool2d_op> && launch_detail::in_every_dtype<avg_pool2d_op> &&
-              launch_detail::in_every_dtype<adaptive_avg_pool2d_op>);
-static_assert(launch_detail::in_every_dtype<softmax_op> && launch_detail::in_every_dtype<reduce_op>);
-static_assert(launch_detail::in_every_dtype<batch_norm_op> && launch_detail::in_every_dtype<layer_norm_op> &&
-              launch_detail::in_every_dtype<rms_norm_op> && launch_detail::in_every_dtype<group_norm_op>);
+static_assert(launch_detail::covers<standard_ops<float>> && launch_detail::covers<standard_ops<double>> &&
+                  launch_detail::covers<standard_ops<f16>> && launch_detail::covers<standard_ops<bf16>>,
+              "every op of the standard op set has CUDA kernels in every dtype");
 
 /// Whether CUDA can launch `grid` blocks of `block` threads: at least one of each, at most 1024
 /// threads a block (x, y <= 1024, z <= 64), grid y and z <= 65535 and x < 2^31.

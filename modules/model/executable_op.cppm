@@ -70,7 +70,7 @@ template <KernelFamily Family, Element T>
 constexpr KernelRef kernel_ref() {
   constexpr std::string_view entry(kernel_detail::entry_point<Family, T>.data(),
                                    kernel_detail::entry_point<Family, T>.size() - 1);
-  return {entry.substr(6), entry, ""};
+  return {entry.substr(std::string_view("teeny_").size()), entry, ""};
 }
 
 /// A graph input placeholder: carries no kernel; the plan binds a user tensor to it by name.
