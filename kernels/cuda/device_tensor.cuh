@@ -1,6 +1,8 @@
 #pragma once
-// Device-side helpers the kernels share: element offsets of a DeviceTensor, and the type each
-// element type computes in (f16 and bf16 store 16 bits and compute in float, as PyTorch does).
+// Device-side helpers the kernels share: loads and stores in each element type's compute type
+// (f16 and bf16 store 16 bits and compute in float, as PyTorch does), element counts and offsets
+// of a DeviceTensor, grid-stride indices, a block-wide sum, the check that an entry point takes
+// its parameter list, and the list of element types every kernel is instantiated for.
 #include <cstdint>
 #include <type_traits>
 
