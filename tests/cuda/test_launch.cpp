@@ -1,8 +1,8 @@
 // The CUDA launch path, checked where it can be without a GPU: per-dtype kernel names, the packed
 // parameter buffer's layout against offsets worked out by hand from the CUDA ABI's rules, launch
-// geometry over a table of shapes, and the errors a launch gives (no GPU, no CUDA, bad geometry).
-// The cases marked "GPU" run the kernels against teeny's CPU math where a device exists and print
-// why they skip where none does.
+// geometry over a table of shapes and CUDA's limits, the errors a launch gives (no GPU, no CUDA, a
+// tensor bound with the wrong dtype), and streams and events. The cases marked "GPU" run kernels
+// against teeny's CPU math where a device exists and print why they skip where none does.
 #include <doctest/doctest.h>
 
 #include <cmath>
