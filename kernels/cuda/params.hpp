@@ -60,8 +60,8 @@ struct ParamList {
   }();
 };
 
-// The CUDA runtime takes at most 4 KiB of parameters per launch on every GPU teeny builds for
-// (32 KiB from Volta with CUDA 12.1, which teeny does not rely on).
+// Kernel parameters per launch: 4 KiB is what every CUDA GPU takes (Volta and later take up to
+// 32 KiB from CUDA 12.1 on; teeny's kernels stay within 4 KiB).
 inline constexpr std::size_t max_param_bytes = 4096;
 
 /// unary_op: y = fn(x) elementwise (x and y of one shape).
