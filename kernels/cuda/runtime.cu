@@ -47,6 +47,21 @@ int copy_to_host(void* host, const void* device, std::size_t bytes) noexcept {
   return static_cast<int>(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
 }
 int synchronize() noexcept { return static_cast<int>(cudaDeviceSynchronize()); }
+int set_device(int index) noexcept { return static_cast<int>(cudaSetDevice(index)); }
+
+int copy_to_device_async(void* device, const void* host, std::size_t bytes, void* stream) noexcept {
+  return static_cast<int>(
+      cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)));
+}
+int copy_to_host_async(void* host, const void* device, std::size_t bytes, void* stream) noexcept {
+  return static_cast<int>(
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)));
+}
+int pinned_allocate(void*& pointer, std::size_t bytes) noexcept {
+  pointer = nullptr;
+  return static_cast<int>(cudaMallocHost(&pointer, bytes));
+}
+int pinned_free(void* pointer) noexcept { return static_cast<int>(cudaFreeHost(pointer)); }
 
 int stream_create(void*& stream) noexcept {
   cudaStream_t s = nullptr;
@@ -76,6 +91,30 @@ int event_synchronize(void* event) noexcept {
 int event_elapsed_ms(float& milliseconds, void* start, void* end) noexcept {
   return static_cast<int>(
       cudaEventElapsedTime(&milliseconds, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+}
+
+int stream_begin_capture(void* stream) noexcept {
+  // Thread-local: only this thread's unsafe calls (a cudaMalloc mid-capture) invalidate it.
+  return static_cast<int>(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal));
+}
+int stream_end_capture(void* stream, void*& graph) noexcept {
+  cudaGraph_t g = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &g);
+  graph = g;
+  return static_cast<int>(e);
+}
+int graph_instantiate(void*& executable, void* graph) noexcept {
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, static_cast<cudaGraph_t>(graph), 0);
+  executable = exec;
+  return static_cast<int>(e);
+}
+int graph_launch(void* executable, void* stream) noexcept {
+  return static_cast<int>(cudaGraphLaunch(static_cast<cudaGraphExec_t>(executable), static_cast<cudaStream_t>(stream)));
+}
+int graph_destroy(void* graph) noexcept { return static_cast<int>(cudaGraphDestroy(static_cast<cudaGraph_t>(graph))); }
+int graph_executable_destroy(void* executable) noexcept {
+  return static_cast<int>(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(executable)));
 }
 
 namespace {

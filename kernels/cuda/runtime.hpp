@@ -24,6 +24,17 @@ int device_free(void* pointer) noexcept;
 int copy_to_device(void* device, const void* host, std::size_t bytes) noexcept;
 int copy_to_host(void* host, const void* device, std::size_t bytes) noexcept;
 int synchronize() noexcept;
+/// Makes device `index` the calling thread's current device (cudaSetDevice).
+int set_device(int index) noexcept;
+
+/// Copies queued on `stream`. From pageable host memory the call returns once the bytes are
+/// staged, so the caller may reuse them; to the host it returns at once: wait on the stream.
+int copy_to_device_async(void* device, const void* host, std::size_t bytes, void* stream) noexcept;
+int copy_to_host_async(void* host, const void* device, std::size_t bytes, void* stream) noexcept;
+
+/// Pinned (page-locked) host memory, which the GPU copies from and to directly.
+int pinned_allocate(void*& pointer, std::size_t bytes) noexcept;
+int pinned_free(void* pointer) noexcept;
 
 /// Streams (created non-blocking: they do not wait on the default stream) and events (for timing).
 int stream_create(void*& stream) noexcept;
@@ -34,6 +45,15 @@ int event_destroy(void* event) noexcept;
 int event_record(void* event, void* stream) noexcept;
 int event_synchronize(void* event) noexcept;
 int event_elapsed_ms(float& milliseconds, void* start, void* end) noexcept;
+
+/// CUDA graphs: the work queued on `stream` between begin and end is recorded (not run) as a graph,
+/// instantiated into an executable graph that graph_launch replays on a stream.
+int stream_begin_capture(void* stream) noexcept;
+int stream_end_capture(void* stream, void*& graph) noexcept;
+int graph_instantiate(void*& executable, void* graph) noexcept;
+int graph_launch(void* executable, void* stream) noexcept;
+int graph_destroy(void* graph) noexcept;
+int graph_executable_destroy(void* executable) noexcept;
 
 /// Launch extents, as CUDA's dim3.
 struct Extent {

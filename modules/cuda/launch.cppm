@@ -264,45 +264,79 @@ inline Result<void> check_geometry(const Dim3& grid, const Dim3& block) {
               " is outside CUDA's limits (1 to 1024 threads a block, z <= 64; grid x < 2^31, y and z <= 65535)");
 }
 
-/// Launches every launch of `op` on `stream` (nullptr: the default stream) with the tensors of
-/// `bindings` (device memory). Errors name the kernel, the node, the op and the dtype; a kernel's
-/// own failure surfaces at the next synchronize.
+/// One launch of an op, made ready once: its entry point, geometry (checked against CUDA's
+/// limits) and packed parameters, and what to name in an error. run_launch only launches it.
+template <class List>
+struct PreparedLaunch {
+  const void* entry = nullptr;
+  Dim3 grid;
+  Dim3 block;
+  PackedParams<List> params;
+  std::string where;  // "launch 0 of kernel teeny_unary_f32 (node 'relu1', op unary, dtype f32)"
+};
+
+/// Prepares launch `site.launch` of `op` with its packed `args` at `site` (node, geometry).
 template <CudaOp Op>
-Result<void> launch(const Op& op, const OpBindings& bindings, std::string_view node, void* stream = nullptr) {
+Result<PreparedLaunch<typename KernelParams<Op>::type>> prepare_launch(const Op& op, const typename Op::Args& args,
+                                                                       const LaunchSite& site) {
   using List = typename KernelParams<Op>::type;
   const KernelRef kernel = op.kernel().forward;
-  const auto where = [&] {
-    return cat("kernel ", kernel.entry_point, " (node '", node, "', op ", op.name(), ", dtype ",
-               name(op.output_dtype()), ")");
-  };
+  PreparedLaunch<List> prepared;
+  prepared.where = cat("launch ", site.launch, " of kernel ", kernel.entry_point, " (node '", site.node, "', op ",
+                       op.name(), ", dtype ", name(op.output_dtype()), ")");
 #if TEENY_HAS_CUDA
-  const void* entry = cuda_kernels::find_kernel(std::string(kernel.entry_point).c_str());
-  if (entry == nullptr) return fail(Errc::not_found, "no CUDA kernel is compiled in for ", where());
+  prepared.entry = cuda_kernels::find_kernel(std::string(kernel.entry_point).c_str());
+  if (prepared.entry == nullptr) return fail(Errc::not_found, "no CUDA kernel is compiled in for ", prepared.where);
+  if (auto fits = check_geometry(site.grid, site.block); !fits) return std::move(fits).error().context(prepared.where);
+  prepared.grid = site.grid;
+  prepared.block = site.block;
+  prepared.params = pack_params<List>(args);
+  return prepared;
+#else
+  (void)args;
+  return not_compiled_in(prepared.where);
+#endif
+}
+
+/// Launches a prepared launch on `stream` (nullptr: the default stream). A kernel's own failure
+/// surfaces at the next synchronize.
+template <class List>
+Result<void> run_launch(PreparedLaunch<List>& prepared, void* stream) {
+#if TEENY_HAS_CUDA
+  auto params = prepared.params.pointers();
+  const Dim3 grid = prepared.grid;
+  const Dim3 block = prepared.block;
+  if (const int code = cuda_kernels::launch_kernel(prepared.entry, {grid.x, grid.y, grid.z},
+                                                   {block.x, block.y, block.z}, params.data(), 0, stream)) {
+    return cuda_error(code, cat(prepared.where, " with grid ", to_string(grid), " and block ", to_string(block)));
+  }
+  return ok();
+#else
+  (void)stream;
+  return not_compiled_in(prepared.where);
+#endif
+}
+
+/// Launches every launch of `op` on `stream` (nullptr: the default stream) with the tensors of
+/// `bindings` (device memory), preparing each on the way (a device plan prepares them once, at
+/// load: see CudaContext). Errors name the kernel, the node, the op and the dtype.
+template <CudaOp Op>
+Result<void> launch(const Op& op, const OpBindings& bindings, std::string_view node, void* stream = nullptr) {
   std::vector<ConcreteShape> input_shapes;
   for (const TensorBinding& input : bindings.inputs) input_shapes.push_back(input.shape);
   const std::size_t launches = n_launches(op);
   for (std::size_t i = 0; i < launches; ++i) {
-    const Dim3 grid = grid_for_launch(op, i, input_shapes, bindings.output.shape);
-    const Dim3 block = op.block();
-    if (auto fits = check_geometry(grid, block); !fits) {
-      return std::move(fits).error().context(cat("launch ", i, " of ", where()));
-    }
+    const LaunchSite site{node, i, grid_for_launch(op, i, input_shapes, bindings.output.shape), op.block()};
     auto args = pack_args_for_launch(op, i, bindings);
-    if (!args) return std::move(args).error().context(cat("launch ", i, " of ", where()));
-    auto packed = pack_params<List>(*args);
-    auto params = packed.pointers();
-    if (const int code = cuda_kernels::launch_kernel(entry, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
-                                                     params.data(), 0, stream)) {
-      return cuda_error(
-          code, cat("launch ", i, " of ", where(), " with grid ", to_string(grid), " and block ", to_string(block)));
+    if (!args) {
+      return std::move(args).error().context(
+          cat("launch ", i, " of kernel ", op.kernel().forward.entry_point, " (node '", node, "')"));
     }
+    auto prepared = prepare_launch(op, *args, site);
+    if (!prepared) return std::move(prepared).error();
+    if (auto ran = run_launch(*prepared, stream); !ran) return ran;
   }
   return ok();
-#else
-  (void)bindings;
-  (void)stream;
-  return not_compiled_in(cat("launching ", where()));
-#endif
 }
 
 }  // namespace teeny::cuda

@@ -8,6 +8,7 @@ module;
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 export module teeny.model:launch;
 import teeny.core;
 
@@ -34,6 +35,16 @@ struct RunPhase {
   bool training = false;
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
+};
+
+/// Where a prepared kernel will run, for a backend that wants to know at load rather than per
+/// forward (the CUDA backend packs each launch's parameters and checks its geometry once): the DAG
+/// node, which of the op's launches, and that launch's geometry (block, grid_for_launch).
+struct LaunchSite {
+  std::string_view node;
+  std::size_t launch = 0;
+  Dim3 grid;
+  Dim3 block;
 };
 
 /// Everything a forward launch reads and writes (the seed's pack_args inputs).

@@ -153,15 +153,37 @@ consteval bool check_executable_op() {
   return ExecutableOp<Op>;
 }
 
-/// A backend `B` runs op `Op`: prepare_kernel(op, args, backend) -> Result<State> once per plan
-/// (after weights change too), then run_kernel(op, args, state, backend) per forward.
+/// A backend `B` prepares op `Op`'s kernel told where it will run (prepare_kernel(op, args,
+/// backend, site), site a LaunchSite), rather than from the arguments alone.
 template <class B, class Op>
-concept KernelFor = RuntimeOp<Op> && requires(B& backend, const Op& op, const typename Op::Args& args) {
-  requires is_result_v<std::remove_cvref_t<decltype(prepare_kernel(op, args, backend))>>;
-  requires requires(typename std::remove_cvref_t<decltype(prepare_kernel(op, args, backend))>::value_type& state) {
-    run_kernel(op, args, state, backend);
-  };
+concept PreparesAtSite = requires(B& backend, const Op& op, const typename Op::Args& args, const LaunchSite& site) {
+  prepare_kernel(op, args, backend, site);
 };
+
+/// Prepares `op`'s kernel on `backend`, in whichever of the two forms the backend declares.
+template <class B, class Op>
+  requires PreparesAtSite<B, Op> ||
+           requires(B& backend, const Op& op, const typename Op::Args& args) { prepare_kernel(op, args, backend); }
+auto prepare_kernel_at(const Op& op, const typename Op::Args& args, B& backend, const LaunchSite& site) {
+  if constexpr (PreparesAtSite<B, Op>) {
+    return prepare_kernel(op, args, backend, site);
+  } else {
+    return prepare_kernel(op, args, backend);
+  }
+}
+
+/// A backend `B` runs op `Op`: prepare_kernel(op, args, backend) -> Result<State> once per plan
+/// (after weights change too), or prepare_kernel(op, args, backend, site) with the LaunchSite,
+/// then run_kernel(op, args, state, backend) per forward.
+template <class B, class Op>
+concept KernelFor =
+    RuntimeOp<Op> && requires(B& backend, const Op& op, const typename Op::Args& args, const LaunchSite& site) {
+      requires is_result_v<std::remove_cvref_t<decltype(prepare_kernel_at(op, args, backend, site))>>;
+      requires requires(
+          typename std::remove_cvref_t<decltype(prepare_kernel_at(op, args, backend, site))>::value_type& state) {
+        run_kernel(op, args, state, backend);
+      };
+    };
 
 /// Whether backend B runs Op (an input op needs no kernel), with a message saying what is
 /// missing when it does not; the note under it ("in instantiation of ...

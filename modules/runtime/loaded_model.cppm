@@ -70,7 +70,55 @@ concept RefreshableKernel = requires(B& backend, const Op& op, const typename Op
 };
 #endif
 
+/// A backend whose tensors live in memory of its own (a GPU's). LoadedModel then takes the
+/// activation arena and the parameters' memory from it (`allocate`, giving a B::Memory that owns
+/// it and whose data() points at it), copies weights and inputs in with `upload` and outputs out
+/// with `download`; it keeps a host copy of the parameters (parameters(), save_weights). Without
+/// these members a backend computes in host memory.
+template <class B>
+concept DeviceMemoryBackend = requires(B& backend, std::size_t bytes, void* to, const void* from) {
+  { backend.allocate(bytes) } -> std::same_as<Result<typename B::Memory>>;
+  { backend.upload(to, from, bytes) } -> std::same_as<Result<void>>;
+  { backend.download(to, from, bytes) } -> std::same_as<Result<void>>;
+  { std::declval<typename B::Memory&>().data() } -> std::convertible_to<void*>;
+};
+
+/// A backend that can record a forward's kernel launches once and replay them as one (a CUDA
+/// graph): begin_capture(), then the launches (recorded, not run), end_capture() -> the graph;
+/// replay(graph) runs them all again, on the same memory.
+template <class B>
+concept GraphBackend = requires(B& backend, typename B::Graph& graph) {
+  { backend.begin_capture() } -> std::same_as<Result<void>>;
+  { backend.end_capture() } -> std::same_as<Result<typename B::Graph>>;
+  { backend.replay(graph) } -> std::same_as<Result<void>>;
+};
+
+/// A backend whose run_kernel can fail (a launch refused by the driver) keeps the first failure
+/// and hands it over, clearing it, in take_error(): forward returns it.
+template <class B>
+concept ReportsRunErrors = requires(B& backend) {
+  { backend.take_error() } -> std::same_as<Result<void>>;
+};
+
 namespace loaded_detail {
+// The memory a plan's arena and (on a device) the parameters live in.
+template <class B>
+struct memory_of {
+  using type = Buffer;
+};
+template <DeviceMemoryBackend B>
+struct memory_of<B> {
+  using type = typename B::Memory;
+};
+template <class B>
+struct graph_of {
+  using type = std::monostate;
+};
+template <GraphBackend B>
+struct graph_of<B> {
+  using type = typename B::Graph;
+};
+
 // The prepared state of Op's kernel on B (a placeholder when B has no kernel for Op: LoadedModel
 // then stops at its static_assert, not on errors about this type).
 struct NoKernel {};
@@ -81,16 +129,18 @@ struct kernel_state {
 template <class B, class Op>
   requires KernelFor<B, Op>
 struct kernel_state<B, Op> {
-  using type = typename std::remove_cvref_t<decltype(prepare_kernel(
-      std::declval<const Op&>(), std::declval<const typename Op::Args&>(), std::declval<B&>()))>::value_type;
+  using type = typename std::remove_cvref_t<decltype(prepare_kernel_at(
+      std::declval<const Op&>(), std::declval<const typename Op::Args&>(), std::declval<B&>(),
+      std::declval<const LaunchSite&>()))>::value_type;
 };
 
-// A plan step: the op, its bound arguments and its prepared kernel state, one of each per launch
-// (a concat launches once per input; inputs: nothing to run).
+// A plan step: the op, and per launch its bound arguments, grid and prepared kernel state (a
+// concat launches once per input; inputs: nothing to run).
 template <class B, class Op>
 struct Step {
   const Op* op = nullptr;
   std::vector<typename Op::Args> args;
+  std::vector<Dim3> grids;
   std::vector<typename kernel_state<B, Op>::type> states;
 };
 template <class B>
@@ -189,6 +239,12 @@ class LoadedModel {
     for (const auto& out : graph.outputs()) model.outputs_.push_back({out.name, model.lowered_.value_of(out.node)});
     model.input_nodes_.resize(model.inputs_.size());
 #if TEENY_TRAINING
+    if constexpr (DeviceMemoryBackend<Backend>) {
+      if (model.trainable()) {
+        return fail(Errc::unsupported, "a model lowered for training runs on the CPU backend only: training on a ",
+                    "device is planned");
+      }
+    }
     if (model.trainable()) {
       if (auto traced = model.trace_gradients(); !traced) return std::move(traced).error();
     }
@@ -242,7 +298,9 @@ class LoadedModel {
     }
     auto report = load_parameters(source, targets, options);
     if (!report || options.dry_run) return report;
+    if (auto uploaded = upload_params(); !uploaded) return std::move(uploaded).error();
     for (auto& plan : plans_) {
+      plan->graph.reset();  // captured with the old kernel states: captured again on its next forward
       if (auto prepared = prepare(*plan); !prepared) return std::move(prepared).error();
     }
     return report;
@@ -279,12 +337,11 @@ class LoadedModel {
     Output outputs;
     for (const Port& port : outputs_) {
       const TensorBinding& value = current_->values[port.node];
-      if (value.row_stride != 0 && value.row_stride != value.shape.last()) {
-        return fail(Errc::unsupported, "output '", port.name, "' has padded rows; read it with output()");
-      }
       auto tensor = Tensor::zeros(value.dtype, value.shape);
       if (!tensor) return std::move(tensor).error().context(cat("output '", port.name, "'"));
-      if (tensor->bytes() != 0) std::memcpy(tensor->data(), value.data, tensor->bytes());
+      if (auto copied = copy_output(port.name, {tensor->data(), tensor->bytes()}); !copied) {
+        return std::move(copied).error();
+      }
       outputs.push_back({port.name, std::move(*tensor)});
     }
     return outputs;
@@ -300,7 +357,11 @@ class LoadedModel {
     }
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const TensorBinding& dst = current_->values[input_nodes_[i]];
-      if constexpr (requires { backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size()); }) {
+      if constexpr (DeviceMemoryBackend<Backend>) {
+        if (auto copied = backend_->upload(dst.data, inputs[i].data.data(), inputs[i].data.size()); !copied) {
+          return std::move(copied).error().context(cat("input '", inputs[i].name, "'"));
+        }
+      } else if constexpr (requires { backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size()); }) {
         backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size());  // spread over its threads
       } else {
         std::memcpy(dst.data, inputs[i].data.data(), inputs[i].data.size());
@@ -311,6 +372,74 @@ class LoadedModel {
       if (auto started = start_training_forward(); !started) return started;
     }
 #endif
+    if constexpr (GraphBackend<Backend>) {
+      if (graph_replay_) return replay_graph();
+    }
+    run_steps();
+    if constexpr (ReportsRunErrors<Backend>) {
+      if (auto ran = backend_->take_error(); !ran) return ran;
+    }
+#if TEENY_TRAINING
+    if (trainable()) {
+      // The output gradients start at zero: a loss writes those it has a gradient for.
+      for (const Port& port : outputs_) clear(current_->grads[port.node]);
+      forward_ran_ = true;
+    }
+#endif
+    return ok();
+  }
+
+  /// Whether forward replays the plan's kernel launches as one captured graph (a CUDA graph)
+  /// instead of launching each: the graph is captured on the plan's first forward with it on
+  /// (and again after load_weights), then replayed. Profiling does not see inside a replay.
+  /// Inference models only.
+  Result<void> set_graph_replay(bool on)
+    requires GraphBackend<Backend>
+  {
+#if TEENY_TRAINING
+    if (on && trainable()) {
+      return fail(Errc::unsupported, "graph replay is for models lowered for inference, and this one was lowered ",
+                  "for training");
+    }
+#endif
+    graph_replay_ = on;
+    return ok();
+  }
+  bool graph_replay() const { return graph_replay_; }
+
+  /// Copies output `name` of the last forward into `out`, which must hold exactly its bytes
+  /// (rows unpadded): from device memory on a device backend. Allocates nothing.
+  Result<void> copy_output(std::string_view name, std::span<std::byte> out) const {
+    auto value = output(name);
+    if (!value) return std::move(value).error();
+    const std::size_t bytes = static_cast<std::size_t>(value->shape.numel()) * size_of(value->dtype);
+    if (out.size() != bytes) {
+      return fail(Errc::invalid_argument, "output '", name, "' (", value->dtype, " ", value->shape, ") has ", bytes,
+                  " bytes, but the buffer given for it has ", out.size());
+    }
+    if (bytes == 0) return ok();
+    // Rows padded for a kernel's vector width are copied row by row.
+    const std::size_t row = static_cast<std::size_t>(value->shape.last()) * size_of(value->dtype);
+    const bool padded = value->row_stride != 0 && value->row_stride != value->shape.last();
+    const std::size_t stride = padded ? static_cast<std::size_t>(value->row_stride) * size_of(value->dtype) : bytes;
+    const std::size_t pieces = padded ? bytes / row : 1;
+    const std::size_t piece = padded ? row : bytes;
+    for (std::size_t r = 0; r < pieces; ++r) {
+      const auto* from = static_cast<const std::byte*>(value->data) + r * stride;
+      if constexpr (DeviceMemoryBackend<Backend>) {
+        if (auto copied = backend_->download(out.data() + r * piece, from, piece); !copied) {
+          return std::move(copied).error().context(cat("output '", name, "'"));
+        }
+      } else {
+        std::memcpy(out.data() + r * piece, from, piece);
+      }
+    }
+    return ok();
+  }
+
+ private:
+  // Runs the current plan's steps, timing each while profiling.
+  void run_steps() {
     const bool profiling = !step_ns_.empty();
     for (std::size_t s = 0; s < current_->steps.size(); ++s) {
       const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -326,17 +455,30 @@ class LoadedModel {
       if (profiling) step_ns_[s] += std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count();
     }
     if (profiling) ++profiled_forwards_;
-#if TEENY_TRAINING
-    if (trainable()) {
-      // The output gradients start at zero: a loss writes those it has a gradient for.
-      for (const Port& port : outputs_) clear(current_->grads[port.node]);
-      forward_ran_ = true;
-    }
-#endif
-    return ok();
   }
 
-  /// An output of the last forward, in the arena (valid until the next forward).
+  // Replays the current plan's graph, capturing it first if it has none.
+  Result<void> replay_graph()
+    requires GraphBackend<Backend>
+  {
+    if (!current_->graph) {
+      if (auto begun = backend_->begin_capture(); !begun) return begun;
+      const auto profiled = std::exchange(step_ns_, {});  // a capture runs nothing: nothing to time
+      run_steps();
+      step_ns_ = profiled;
+      auto graph = backend_->end_capture();
+      if constexpr (ReportsRunErrors<Backend>) {
+        if (auto ran = backend_->take_error(); !ran) return std::move(ran).error().context("capturing the forward");
+      }
+      if (!graph) return std::move(graph).error();
+      current_->graph.emplace(std::move(*graph));
+    }
+    return backend_->replay(*current_->graph);
+  }
+
+ public:
+  /// An output of the last forward, in the arena (valid until the next forward): device memory on
+  /// a device backend (copy_output copies it out).
   Result<TensorBinding> output(std::string_view name) const {
     auto node = find_port(outputs_, name);
     if (!node)
@@ -346,7 +488,9 @@ class LoadedModel {
   /// The same as a typed view: `output<float>("logits")`. An error names the output and both
   /// dtypes when T is not its dtype. An output whose op pads its rows (forward_output_row_stride)
   /// comes as a strided view: index it with operator(); span() is for contiguous views only.
+  /// Host backends only: a device's output is read with copy_output.
   template <Element T>
+    requires(!DeviceMemoryBackend<Backend>)
   Result<TensorView<const T>> output(std::string_view name) const {
     auto binding = output(name);
     if (!binding) return std::move(binding).error();
@@ -440,7 +584,9 @@ class LoadedModel {
     Tensor tensor;
     bool trainable = false;  // training models: a gradient buffer, `grad`, of the same shape
     Tensor grad;
+    void* device = nullptr;  // a device backend's copy, in device_params_, which kernels read
   };
+  using Memory = typename loaded_detail::memory_of<Backend>::type;
 #if TEENY_TRAINING
   struct BackwardEntry {
     typename loaded_detail::backward_step_variant<Backend, Ops>::type step;
@@ -449,8 +595,9 @@ class LoadedModel {
 #endif
   struct Plan {
     Bindings dims;
-    Buffer arena;
-    std::vector<TensorBinding> values;  // per DAG node
+    Memory arena;
+    std::optional<typename loaded_detail::graph_of<Backend>::type> graph;  // captured launches (GraphBackend)
+    std::vector<TensorBinding> values;                                     // per DAG node
     std::vector<typename loaded_detail::step_variant<Backend, Ops>::type> steps;
     PlanStats stats;
 #if TEENY_TRAINING
@@ -460,6 +607,53 @@ class LoadedModel {
   };
 
   LoadedModel() = default;
+
+  // The memory kernels read a parameter from: its device copy on a device backend.
+  static void* kernel_data(Param& p) {
+    if constexpr (DeviceMemoryBackend<Backend>) {
+      return p.device;
+    } else {
+      return p.tensor.data();
+    }
+  }
+  Result<Memory> allocate(std::size_t bytes) {
+    if constexpr (DeviceMemoryBackend<Backend>) {
+      return backend_->allocate(bytes);
+    } else {
+      return Buffer::allocate(bytes);
+    }
+  }
+  static std::byte* bytes_of(Memory& memory) { return static_cast<std::byte*>(static_cast<void*>(memory.data())); }
+
+  // A device backend's parameters: one allocation, each parameter 256-byte aligned in it (as
+  // cudaMalloc aligns its own), filled from the host copies.
+  Result<void> place_params() {
+    if constexpr (DeviceMemoryBackend<Backend>) {
+      constexpr std::size_t align = 256;
+      std::size_t bytes = 0;
+      for (const Param& p : params_) bytes += (p.tensor.bytes() + align - 1) / align * align;
+      auto memory = backend_->allocate(bytes);
+      if (!memory) return std::move(memory).error().context(cat("parameters (", bytes, " bytes)"));
+      device_params_ = std::move(*memory);
+      std::size_t offset = 0;
+      for (Param& p : params_) {
+        p.device = bytes_of(device_params_) + offset;
+        offset += (p.tensor.bytes() + align - 1) / align * align;
+      }
+    }
+    return upload_params();
+  }
+  Result<void> upload_params() {
+    if constexpr (DeviceMemoryBackend<Backend>) {
+      for (Param& p : params_) {
+        if (p.tensor.bytes() == 0) continue;
+        if (auto copied = backend_->upload(p.device, p.tensor.data(), p.tensor.bytes()); !copied) {
+          return std::move(copied).error().context(cat("parameter '", p.key, "'"));
+        }
+      }
+    }
+    return ok();
+  }
 
   static std::optional<NodeId> find_port(const std::vector<Port>& ports, std::string_view name) {
     for (const Port& p : ports) {
@@ -663,19 +857,19 @@ class LoadedModel {
     for (NodeId id = 0; id < n; ++id) {
       if (alias_of[id] != n) memory.offsets[id] = memory.offsets[alias_of[id]];
     }
-    auto arena = Buffer::allocate(memory.arena_bytes);
+    auto arena = allocate(memory.arena_bytes);
     if (!arena) return std::move(arena).error().context("activation arena");
     plan->arena = std::move(*arena);
     plan->values.resize(n);
     for (NodeId id = 0; id < n; ++id) {
-      plan->values[id] = TensorBinding{plan->arena.data() + memory.offsets[id], output_dtype_of(dag[id].op), shapes[id],
-                                       row_strides[id]};
+      plan->values[id] = TensorBinding{bytes_of(plan->arena) + memory.offsets[id], output_dtype_of(dag[id].op),
+                                       shapes[id], row_strides[id]};
     }
 #if TEENY_TRAINING
     if (training_plan) {
       plan->grads.resize(n);
       for (NodeId id = 0; id < n; ++id) {
-        void* data = flows_[id] ? plan->arena.data() + memory.offsets[n + id] : nullptr;
+        void* data = flows_[id] ? bytes_of(plan->arena) + memory.offsets[n + id] : nullptr;
         plan->grads[id] = TensorBinding{data, output_dtype_of(dag[id].op), shapes[id], 0};
       }
     }
@@ -699,6 +893,9 @@ class LoadedModel {
           node.op);
       if (!made) return std::move(made).error().context(cat("node '", node.name, "'"));
     }
+    if (first_plan) {
+      if (auto placed = place_params(); !placed) return std::move(placed).error();
+    }
 
     // 4. Steps: typed kernel arguments bound once; kernel state prepared.
     for (NodeId id : order_) {
@@ -708,7 +905,7 @@ class LoadedModel {
       std::vector<TensorBinding> param_bindings;
       for (auto& p : params_) {
         if (p.node == id) {
-          param_bindings.push_back({p.tensor.data(), p.tensor.dtype(), p.tensor.shape(), 0});
+          param_bindings.push_back({kernel_data(p), p.tensor.dtype(), p.tensor.shape(), 0});
         }
       }
       auto step = std::visit(
@@ -719,9 +916,9 @@ class LoadedModel {
               // Stored bindings outlive the call: the views in Args point into the arena and params.
               const OpBindings bindings{in_bindings, param_bindings, plan->values[id]};
               const std::size_t launches = n_launches(op);
-              if (auto checked = check_launches(op, launches, in_bindings, plan->values[id].shape); !checked) {
-                return std::move(checked).error();
-              }
+              auto grids = check_launches(op, launches, in_bindings, plan->values[id].shape);
+              if (!grids) return std::move(grids).error();
+              s.grids = std::move(*grids);
               for (std::size_t launch = 0; launch < launches; ++launch) {
                 auto args = pack_args_for_launch(op, launch, bindings);
                 if (!args && launches > 1) return std::move(args).error().context(cat("launch ", launch));
@@ -801,20 +998,22 @@ class LoadedModel {
   // The seed's launch geometry and kernel names, checked once per plan: every launch needs at least
   // one block of at least one thread, and at most 1024 threads per block (CUDA's limit, so that an
   // op that would not launch on a GPU is caught on the CPU too); the forward kernel is named.
+  // Returns each launch's grid.
   template <class Op>
-  static Result<void> check_launches(const Op& op, std::size_t launches, std::span<const TensorBinding> inputs,
-                                     const ConcreteShape& output) {
+  static Result<std::vector<Dim3>> check_launches(const Op& op, std::size_t launches,
+                                                  std::span<const TensorBinding> inputs, const ConcreteShape& output) {
     if (op.kernel().forward.name.empty()) return fail(Errc::internal, "the op's kernel() names no forward kernel");
     if (launches == 0) return fail(Errc::internal, "the op has n_launches() == 0");
     std::vector<ConcreteShape> shapes;
     for (const TensorBinding& in : inputs) shapes.push_back(in.shape);
+    std::vector<Dim3> grids;
     for (std::size_t launch = 0; launch < launches; ++launch) {
-      if (auto fits = check_geometry("launch", launch, grid_for_launch(op, launch, shapes, output), op.block());
-          !fits) {
-        return fits;
+      grids.push_back(grid_for_launch(op, launch, shapes, output));
+      if (auto fits = check_geometry("launch", launch, grids.back(), op.block()); !fits) {
+        return std::move(fits).error();
       }
     }
-    return ok();
+    return grids;
   }
   static Result<void> check_geometry(std::string_view what, std::size_t launch, const Dim3& grid, const Dim3& block) {
     if (grid.volume() == 0 || block.volume() == 0 || block.volume() > 1024) {
@@ -875,8 +1074,9 @@ class LoadedModel {
           [&]<class Op>(loaded_detail::Step<Backend, Op>& step) -> Result<void> {
             if constexpr (KernelFor<Backend, Op>) {
               step.states.clear();
-              for (const auto& args : step.args) {
-                auto state = prepare_kernel(*step.op, args, *backend_);
+              for (std::size_t i = 0; i < step.args.size(); ++i) {
+                const LaunchSite site{lowered_.dag[order_[s]].name, i, step.grids[i], step.op->block()};
+                auto state = prepare_kernel_at(*step.op, step.args[i], *backend_, site);
                 if (!state) return std::move(state).error();
                 step.states.push_back(std::move(*state));
               }
@@ -963,7 +1163,7 @@ class LoadedModel {
     std::vector<TensorBinding> grad_params;
     for (auto& p : params_) {
       if (p.node != id) continue;
-      params.push_back({p.tensor.data(), p.tensor.dtype(), p.tensor.shape(), 0});
+      params.push_back({kernel_data(p), p.tensor.dtype(), p.tensor.shape(), 0});
       grad_params.push_back({p.trainable ? p.grad.data() : nullptr, p.tensor.dtype(), p.tensor.shape(), 0});
     }
     const BackwardBindings bindings{inputs, params, plan.values[id], plan.grads[id], grad_inputs, grad_params};
@@ -1006,7 +1206,9 @@ class LoadedModel {
   // (the parameters change with every optimizer step).
   Result<void> start_training_forward() {
     if (training_) ++step_;
-    backend_->set_phase(RunPhase{training_, seed_, step_});
+    if constexpr (requires { backend_->set_phase(RunPhase{}); }) {
+      backend_->set_phase(RunPhase{training_, seed_, step_});
+    }
     for (std::size_t s = 0; s < current_->steps.size(); ++s) {
       Result<void> refreshed = std::visit(
           [&]<class Op>(loaded_detail::Step<Backend, Op>& step) -> Result<void> {
@@ -1040,8 +1242,10 @@ class LoadedModel {
   std::vector<NodeId> input_nodes_;  // of the inputs of the forward in progress, in the caller's order
   std::vector<Port> outputs_;
   std::vector<Param> params_;
+  Memory device_params_;  // a device backend's parameters (place_params)
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;
+  bool graph_replay_ = false;
   std::vector<std::int64_t> step_ns_;  // per step of order_, while profiling
   std::int64_t profiled_forwards_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,8 +14,11 @@
 
 namespace fixtures {
 
+/// tests/fixtures/<relative>; the environment's TEENY_FIXTURES_DIR, where set, replaces the
+/// directory compiled in (a test binary carried to another machine: tools/gpu-check).
 inline std::string path(std::string_view relative) {
-  return std::string(TEENY_FIXTURES_DIR) + "/" + std::string(relative);
+  const char* moved = std::getenv("TEENY_FIXTURES_DIR");  // NOLINT(concurrency-mt-unsafe): read once per test
+  return std::string(moved != nullptr ? moved : TEENY_FIXTURES_DIR) + "/" + std::string(relative);
 }
 
 /// A whole-model fixture (tests/fixtures/models/<name>.safetensors): the PyTorch weights, with the

@@ -1,0 +1,67 @@
+// teeny.cuda:model — run-time graphs on a GPU: load_cuda lowers a graph and loads it as a
+// LoadedModel over the CUDA backend, as load_cpu does on the CPU.
+//
+//   auto model = teeny::cuda::load_cuda(graph, {{"batch", 64}});          // Result<CudaModel>
+//   model->load_weights(*SafetensorsFile::open("mlp.safetensors"));         // uploaded once
+//   model->forward(inputs);                        // host tensors in, copied to the device
+//   model->copy_output("logits", std::as_writable_bytes(std::span(logits)));  // waits, copies out
+//   model->set_graph_replay(true);                 // later forwards: one CUDA graph launch
+module;
+#include <utility>
+export module teeny.cuda:model;
+import teeny.core;
+import teeny.graph;
+import teeny.model;
+import teeny.ops;
+import teeny.runtime;
+import :context;
+
+export namespace teeny::cuda {
+
+/// A model loaded on a GPU with the standard ops computing in T (f32, f64, f16 or bf16).
+template <FloatElement T>
+using CudaModelOf = LoadedModel<CudaContext, standard_ops<T>>;
+/// A model loaded on a GPU with the standard f32 ops.
+using CudaModel = CudaModelOf<float>;
+
+/// Lowers `graph` for inference with `lowering` and loads it on CUDA device `options.device` for
+/// the sizes in `dims`: parameters and the activation arena in device memory, every launch
+/// prepared. Fails, saying why, where there is no GPU (a build without CUDA, no driver, no
+/// device) and for ops without CUDA kernels (user ops: planned).
+template <Lowering L>
+Result<LoadedModel<CudaContext, typename L::op_set>> load_cuda(const Graph& graph, const L& lowering,
+                                                               const Bindings& dims, CudaOptions options = {}) {
+  auto lowered = lowering.lower(graph, LoweringMode::inference);
+  if (!lowered) return std::move(lowered).error();
+  auto cuda = CudaContext::create(options);
+  if (!cuda) return std::move(cuda).error();
+  return LoadedModel<CudaContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cuda), dims);
+}
+
+/// Lowers `graph` with the standard lowering for element type T and loads it on a GPU.
+template <FloatElement T = float>
+Result<CudaModelOf<T>> load_cuda(const Graph& graph, const Bindings& dims, CudaOptions options = {}) {
+  return load_cuda(graph, standard_lowering<T>{}, dims, options);
+}
+
+}  // namespace teeny::cuda
+
+// The CUDA models are instantiated once, in the library (cuda/cuda_instances.cpp), not in every
+// program that loads one.
+namespace teeny {
+extern template class LoadedModel<cuda::CudaContext, standard_ops<float>>;
+extern template class LoadedModel<cuda::CudaContext, standard_ops<double>>;
+extern template class LoadedModel<cuda::CudaContext, standard_ops<f16>>;
+extern template class LoadedModel<cuda::CudaContext, standard_ops<bf16>>;
+}  // namespace teeny
+namespace teeny::cuda {
+extern template Result<CudaModelOf<float>> load_cuda<float>(const Graph&, const Bindings&, CudaOptions);
+extern template Result<CudaModelOf<double>> load_cuda<double>(const Graph&, const Bindings&, CudaOptions);
+extern template Result<CudaModelOf<f16>> load_cuda<f16>(const Graph&, const Bindings&, CudaOptions);
+extern template Result<CudaModelOf<bf16>> load_cuda<bf16>(const Graph&, const Bindings&, CudaOptions);
+
+// The CUDA backend runs every op of the standard set in every dtype (LoadedModel checks the whole
+// set), owns its memory, captures graphs and reports failed launches; its models are teeny::Models.
+static_assert(DeviceMemoryBackend<CudaContext> && GraphBackend<CudaContext> && ReportsRunErrors<CudaContext>);
+static_assert(Model<CudaModel> && Model<CudaModelOf<bf16>>);
+}  // namespace teeny::cuda

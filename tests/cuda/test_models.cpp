@@ -1,0 +1,137 @@
+// Whole models on the CUDA backend (load_cuda): without a GPU, the error that says why; with one,
+// the MLP, LeNet and ResNet-18 against the PyTorch fixtures, eagerly and by graph replay (which
+// must give eager's exact bits), and other batch sizes on plans of their own.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+import teeny;
+
+#include "models.hpp"
+#include "support/fixtures.hpp"
+
+namespace {
+
+teeny::Graph built(teeny::Result<teeny::Graph> graph) {
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  return std::move(*graph);
+}
+
+bool have_gpu() {
+  if (teeny::cuda::device_count() > 0) return true;
+  std::printf("SKIP (GPU models): %s\n", teeny::cuda::no_device_reason().c_str());
+  return false;
+}
+
+std::vector<float> logits_of(teeny::cuda::CudaModel& model, std::size_t count) {
+  std::vector<float> out(count);
+  auto copied = model.copy_output("logits", std::as_writable_bytes(std::span(out)));
+  REQUIRE_MESSAGE(copied, (copied ? "" : copied.error().to_string()));
+  return out;
+}
+
+// `x` repeated `times` along dim 0.
+teeny::Tensor repeated(const teeny::Tensor& x, std::int64_t times) {
+  teeny::ConcreteShape shape = x.shape();
+  shape[0] *= times;
+  auto out = teeny::Tensor::zeros(x.dtype(), shape);
+  REQUIRE(out);
+  for (std::int64_t i = 0; i < times; ++i) {
+    std::memcpy(out->data() + static_cast<std::size_t>(i) * x.bytes(), x.data(), x.bytes());
+  }
+  return std::move(*out);
+}
+
+// Runs `graph` on the GPU at the fixture's batch repeated `times`, with its weights, eagerly and
+// then replayed; checks every copy of the logits against PyTorch's (|a - e| <= atol + rtol |e|)
+// and replay against eager bit for bit.
+void check_model(const char* name, const teeny::Graph& graph, std::int64_t times, double rtol, double atol) {
+  CAPTURE(name);
+  CAPTURE(times);
+  const fixtures::Model fx = fixtures::model(name);
+  const teeny::Tensor x = repeated(fx.x, times);
+  auto model = teeny::cuda::load_cuda(graph, {{"batch", x.shape()[0]}});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  auto loaded = model->load_weights(fx.file, {.strict = false});
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", x)};
+  auto ran = model->forward(input);
+  REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+  const auto count = static_cast<std::size_t>(fx.logits.numel());
+  const auto eager = logits_of(*model, count * static_cast<std::size_t>(times));
+  auto want = fx.logits.view<float>();
+  REQUIRE(want);
+  double worst = 0;
+  std::int64_t bad = 0;
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    const double e = want->data[i % count];
+    const double d = std::abs(static_cast<double>(eager[i]) - e);
+    worst = std::max(worst, d);
+    if (!(d <= atol + rtol * std::abs(e))) ++bad;
+  }
+  CHECK(bad == 0);
+  MESSAGE(name << " on the GPU, batch " << x.shape()[0] << ": max |error| vs PyTorch " << worst);
+
+  REQUIRE(model->set_graph_replay(true));
+  for (int replay = 0; replay < 2; ++replay) {
+    auto replayed = model->forward(input);
+    REQUIRE_MESSAGE(replayed, (replayed ? "" : replayed.error().to_string()));
+    CHECK(logits_of(*model, eager.size()) == eager);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda: load_cuda without a usable GPU fails, saying why") {
+  if (teeny::cuda::device_count() > 0) return;  // the GPU case below
+  const teeny::Graph graph = built(models::mlp());
+  auto model = teeny::cuda::load_cuda(graph, {{"batch", 1}});
+  REQUIRE_FALSE(model);
+  const std::string message = model.error().message();
+  CAPTURE(message);
+  CHECK(message.find("CUDA device 0") != std::string::npos);
+#if TEENY_HAS_CUDA
+  CHECK((model.error().code() == teeny::Errc::device || model.error().code() == teeny::Errc::not_found));
+#else
+  CHECK(model.error().code() == teeny::Errc::unsupported);
+  CHECK(message.find("built without CUDA") != std::string::npos);
+#endif
+  auto context = teeny::cuda::CudaContext::create({.device = 3});
+  REQUIRE_FALSE(context);
+  CHECK(context.error().message().find("CUDA device 3") != std::string::npos);
+}
+
+TEST_CASE("cuda: the MLP, LeNet and ResNet-18 give PyTorch's logits on the GPU, eager and replayed") {
+  if (!have_gpu()) return;
+  // The tolerances of the CPU's model tests: the GPU's f32 sums run in yet another order.
+  check_model("mlp", built(models::mlp()), 1, 1e-5, 1e-5);
+  check_model("mlp", built(models::mlp()), 7, 1e-5, 1e-5);
+  check_model("lenet", built(models::lenet()), 1, 1e-5, 1e-5);
+  check_model("lenet", built(models::lenet()), 22, 1e-5, 1e-5);
+  check_model("resnet18", built(models::resnet18(64)), 1, 1e-4, 1e-5);
+  check_model("resnet18", built(models::resnet18(64)), 2, 1e-4, 1e-5);
+}
+
+TEST_CASE("cuda: a device model's errors name the input, the output and the sizes") {
+  if (!have_gpu()) return;
+  const teeny::Graph graph = built(models::mlp());
+  auto model = teeny::cuda::load_cuda(graph, {{"batch", 2}});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  std::vector<double> wrong(2 * 784);
+  const teeny::TensorRef input[] = {teeny::TensorRef::of<double>("x", wrong, {2, 1, 28, 28})};
+  auto refused = model->forward(input);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == teeny::Errc::dtype_mismatch);
+  std::vector<float> small(3);
+  REQUIRE_FALSE(model->copy_output("logits", std::as_writable_bytes(std::span(small))));
+}

@@ -1,0 +1,345 @@
+// LoadedModel's device path, checked on the CPU: a backend that owns its memory
+// (DeviceMemoryBackend), prepares each launch told its node and geometry (LaunchSite), captures
+// and replays graphs (GraphBackend) and reports failed launches (ReportsRunErrors) — what the CUDA
+// backend does on a GPU. Here that backend is `HostDevice`: "device memory" it hands out and
+// checks every copy against, the CPU's kernels, and a capture that records launches without
+// running them, as CUDA's does. The MLP and LeNet run through it against PyTorch and against the
+// same model on the plain CPU backend.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+import teeny;
+
+#include "models.hpp"
+#include "support/fixtures.hpp"
+
+namespace fake {
+
+struct DeviceMemory {
+  std::unique_ptr<std::byte[]> bytes;
+  void* data() { return bytes.get(); }
+};
+
+struct Site {
+  std::string node;
+  std::size_t launch;
+  teeny::Dim3 grid;
+  teeny::Dim3 block;
+};
+
+class HostDevice {
+ public:
+  explicit HostDevice(teeny::CpuContext cpu) : cpu(std::move(cpu)) {}
+
+  using Memory = DeviceMemory;
+  teeny::Result<DeviceMemory> allocate(std::size_t bytes) {
+    DeviceMemory memory{std::make_unique<std::byte[]>(bytes == 0 ? 1 : bytes)};
+    ranges_.push_back({memory.bytes.get(), bytes});
+    return memory;
+  }
+  teeny::Result<void> upload(void* to, const void* from, std::size_t bytes) {
+    REQUIRE(on_device(to, bytes));
+    REQUIRE_FALSE(on_device(from, bytes));
+    if (fail_uploads) return teeny::fail(teeny::Errc::device, "the device refused the copy");
+    std::memcpy(to, from, bytes);
+    ++uploads;
+    uploaded_bytes += bytes;
+    return teeny::ok();
+  }
+  teeny::Result<void> download(void* to, const void* from, std::size_t bytes) {
+    REQUIRE(on_device(from, bytes));
+    REQUIRE_FALSE(on_device(to, bytes));
+    std::memcpy(to, from, bytes);
+    ++downloads;
+    return teeny::ok();
+  }
+
+  using Graph = std::vector<std::function<void()>>;
+  teeny::Result<void> begin_capture() {
+    REQUIRE_FALSE(capturing);
+    capturing = true;
+    return teeny::ok();
+  }
+  teeny::Result<Graph> end_capture() {
+    REQUIRE(capturing);
+    capturing = false;
+    ++captures;
+    return std::exchange(recorded, {});
+  }
+  teeny::Result<void> replay(Graph& graph) {
+    for (auto& launch : graph) launch();
+    ++replays;
+    return teeny::ok();
+  }
+
+  teeny::Result<void> take_error() {
+    if (!error) return teeny::ok();
+    return std::exchange(error, std::nullopt).value();
+  }
+
+  bool on_device(const void* p, std::size_t bytes) const {
+    const auto* b = static_cast<const std::byte*>(p);
+    for (const auto& [start, size] : ranges_) {
+      if (b >= start && b + bytes <= start + size) return true;
+    }
+    return false;
+  }
+
+  teeny::CpuContext cpu;
+  std::vector<Site> sites;  // every prepare, in order
+  bool capturing = false;
+  Graph recorded;
+  bool fail_uploads = false;
+  bool fail_launches = false;
+  std::optional<teeny::Error> error;
+  int uploads = 0;
+  std::size_t uploaded_bytes = 0;
+  int downloads = 0;
+  int launches = 0;  // run eagerly (not recorded)
+  int captures = 0;
+  int replays = 0;
+
+ private:
+  std::vector<std::pair<const std::byte*, std::size_t>> ranges_;
+};
+
+// Every standard op runs on HostDevice through its CPU kernel.
+template <class Op>
+  requires teeny::KernelFor<teeny::CpuContext, Op>
+auto prepare_kernel(const Op& op, const typename Op::Args& args, HostDevice& device, const teeny::LaunchSite& site) {
+  device.sites.push_back({std::string(site.node), site.launch, site.grid, site.block});
+  return teeny::prepare_kernel_at(op, args, device.cpu, site);
+}
+template <class Op, class State>
+  requires teeny::KernelFor<teeny::CpuContext, Op>
+void run_kernel(const Op& op, const typename Op::Args& args, State& state, HostDevice& device) {
+  if (device.fail_launches) {
+    if (!device.error) device.error = teeny::Error(teeny::Errc::device, "the device refused a launch");
+    return;
+  }
+  if (device.capturing) {
+    device.recorded.push_back([&op, &args, &state, &device] { run_kernel(op, args, state, device.cpu); });
+    return;
+  }
+  ++device.launches;
+  run_kernel(op, args, state, device.cpu);
+}
+
+using Model = teeny::LoadedModel<HostDevice, teeny::standard_ops<float>>;
+static_assert(teeny::DeviceMemoryBackend<HostDevice> && teeny::GraphBackend<HostDevice> &&
+              teeny::ReportsRunErrors<HostDevice>);
+static_assert(!teeny::DeviceMemoryBackend<teeny::CpuContext> && !teeny::GraphBackend<teeny::CpuContext>);
+
+Model load(const teeny::Graph& graph, std::int64_t batch) {
+  auto lowered = teeny::standard_lowering<float>{}.lower(graph, teeny::LoweringMode::inference);
+  REQUIRE(lowered);
+  auto model = Model::load(graph, std::move(*lowered), HostDevice(teeny::CpuContext{}), {{"batch", batch}});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  return std::move(*model);
+}
+
+teeny::Graph built(teeny::Result<teeny::Graph> graph) {
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  return std::move(*graph);
+}
+
+std::vector<float> output_of(Model& model, std::string_view name, std::size_t count) {
+  std::vector<float> out(count);
+  auto copied = model.copy_output(name, std::as_writable_bytes(std::span(out)));
+  REQUIRE_MESSAGE(copied, (copied ? "" : copied.error().to_string()));
+  return out;
+}
+
+}  // namespace fake
+
+TEST_CASE("device plan: parameters and activations live in the backend's memory, reached only by copies") {
+  auto fx = fixtures::model("mlp");
+  const teeny::Graph graph = fake::built(models::mlp());
+  fake::Model model = fake::load(graph, fx.x.shape()[0]);
+  auto& device = model.backend();
+
+  // Loading uploaded every parameter (their initial values) once, into the backend's memory.
+  const auto stats = model.stats();
+  CHECK(device.uploaded_bytes == stats.parameter_bytes);
+  const int uploads_at_load = device.uploads;
+  CHECK(uploads_at_load == 6);  // three weights, three biases
+
+  // load_weights fills the host copies and uploads them again.
+  REQUIRE(model.load_weights(fx.file, {.strict = false}));
+  CHECK(device.uploads == 2 * uploads_at_load);
+  CHECK(device.uploaded_bytes == 2 * stats.parameter_bytes);
+
+  // A forward uploads its input, runs every launch and copies nothing back until asked.
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
+  REQUIRE(model.forward(input));
+  CHECK(device.uploads == 2 * uploads_at_load + 1);
+  CHECK(device.launches == static_cast<int>(stats.steps));
+  CHECK(device.downloads == 0);
+
+  // The logits, downloaded, are PyTorch's; the output binding points into device memory.
+  auto logits = model.output("logits");
+  REQUIRE(logits);
+  CHECK(device.on_device(logits->data, 1));
+  const auto got = fake::output_of(model, "logits", static_cast<std::size_t>(fx.logits.numel()));
+  CHECK(device.downloads == 1);
+  auto tensor = teeny::Tensor::zeros(teeny::DType::f32, logits->shape);
+  REQUIRE(tensor);
+  std::memcpy(tensor->data(), got.data(), tensor->bytes());
+  fixtures::check_close(teeny::TensorBinding{tensor->data(), teeny::DType::f32, tensor->shape(), 0}, fx.logits);
+
+  // The Model concept's forward copies its outputs out through the backend too.
+  std::vector<teeny::NamedTensor> inputs;
+  inputs.push_back({"x", std::move(*fx.file.read("in.x"))});
+  auto outputs = model.forward(std::move(inputs));
+  REQUIRE(outputs);
+  REQUIRE(outputs->size() == 1);
+  CHECK(device.downloads == 2);
+  CHECK(std::memcmp((*outputs)[0].tensor.data(), got.data(), tensor->bytes()) == 0);
+
+  // A buffer of the wrong size is refused, naming the output and both sizes.
+  std::vector<float> small(3);
+  auto refused = model.copy_output("logits", std::as_writable_bytes(std::span(small)));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("output 'logits'") != std::string::npos);
+  CHECK(refused.error().message().find("has 120 bytes, but the buffer given for it has 12") != std::string::npos);
+}
+
+TEST_CASE("device plan: each launch is prepared once, told its node, launch index and geometry") {
+  auto fx = fixtures::model("lenet");
+  const teeny::Graph graph = fake::built(models::lenet());
+  fake::Model model = fake::load(graph, fx.x.shape()[0]);
+  auto& device = model.backend();
+  CHECK(device.sites.size() == model.stats().steps);
+
+  // Each site is a node of the lowered DAG with the geometry its op gives (block, grid_for_launch).
+  const auto& dag = model.dag();
+  std::size_t checked = 0;
+  for (const fake::Site& site : device.sites) {
+    CAPTURE(site.node);
+    bool found = false;
+    for (teeny::NodeId id = 0; id < dag.size(); ++id) {
+      if (dag[id].name != site.node) continue;
+      found = true;
+      std::visit(
+          [&]<class Op>(const Op& op) {
+            if constexpr (!teeny::InputOpType<Op>) {
+              CHECK(site.block == op.block());
+              CHECK(site.launch < teeny::n_launches(op));
+              ++checked;
+            }
+          },
+          dag[id].op);
+    }
+    CHECK(found);
+  }
+  CHECK(checked == device.sites.size());
+
+  // load_weights prepares every launch again (kernel states may derive from the weights).
+  REQUIRE(model.load_weights(fx.file, {.strict = false}));
+  CHECK(device.sites.size() == 2 * model.stats().steps);
+}
+
+TEST_CASE("device plan: graph replay captures once per plan and gives eager forward's outputs") {
+  auto fx = fixtures::model("lenet");
+  const teeny::Graph graph = fake::built(models::lenet());
+  const std::int64_t batch = fx.x.shape()[0];
+  fake::Model eager = fake::load(graph, batch);
+  fake::Model replayed = fake::load(graph, batch);
+  REQUIRE(eager.load_weights(fx.file, {.strict = false}));
+  REQUIRE(replayed.load_weights(fx.file, {.strict = false}));
+  REQUIRE(replayed.set_graph_replay(true));
+  CHECK(replayed.graph_replay());
+  auto& device = replayed.backend();
+  const auto count = static_cast<std::size_t>(fx.logits.numel());
+
+  // The fixture's images, then the same images scaled: replay must read each forward's input.
+  auto scaled = teeny::Tensor::zeros(teeny::DType::f32, fx.x.shape());
+  REQUIRE(scaled);
+  for (std::int64_t i = 0; i < fx.x.numel(); ++i) scaled->view<float>()->data[i] = 0.5f * fx.x.view<float>()->data[i];
+  for (const teeny::Tensor* x : {&fx.x, &*scaled, &fx.x}) {
+    const teeny::TensorRef input[] = {teeny::TensorRef::of("x", *x)};
+    REQUIRE(eager.forward(input));
+    REQUIRE(replayed.forward(input));
+    CHECK(fake::output_of(eager, "logits", count) == fake::output_of(replayed, "logits", count));
+  }
+  CHECK(device.captures == 1);
+  CHECK(device.replays == 3);
+  CHECK(device.launches == 0);  // nothing ran outside the graph
+  fixtures::check_close(*eager.output("logits"), fx.logits);
+
+  // Another batch size: a plan of its own, captured on its first forward.
+  teeny::ConcreteShape shape = fx.x.shape();
+  shape[0] = 2 * batch;
+  auto twice = teeny::Tensor::zeros(teeny::DType::f32, shape);
+  REQUIRE(twice);
+  std::memcpy(twice->data(), fx.x.data(), fx.x.bytes());
+  std::memcpy(twice->data() + fx.x.bytes(), scaled->data(), fx.x.bytes());
+  const teeny::TensorRef doubled[] = {teeny::TensorRef::of("x", *twice)};
+  REQUIRE(eager.forward(doubled));
+  REQUIRE(replayed.forward(doubled));
+  CHECK(device.captures == 2);
+  CHECK(fake::output_of(eager, "logits", 2 * count) == fake::output_of(replayed, "logits", 2 * count));
+
+  // New weights: every plan's graph is captured again, and reads them.
+  REQUIRE(replayed.load_weights(fx.file, {.strict = false}));
+  REQUIRE(replayed.forward(doubled));
+  CHECK(device.captures == 3);
+
+  // Off again: eager launches.
+  REQUIRE(replayed.set_graph_replay(false));
+  REQUIRE(replayed.forward(doubled));
+  CHECK(device.launches == static_cast<int>(replayed.stats().steps));
+}
+
+TEST_CASE("device plan: a refused copy or launch comes back from forward as an error") {
+  auto fx = fixtures::model("mlp");
+  const teeny::Graph graph = fake::built(models::mlp());
+  fake::Model model = fake::load(graph, fx.x.shape()[0]);
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
+
+  model.backend().fail_uploads = true;
+  auto upload = model.forward(input);
+  REQUIRE_FALSE(upload);
+  CHECK(upload.error().code() == teeny::Errc::device);
+  CHECK(upload.error().message().find("input 'x'") != std::string::npos);
+  model.backend().fail_uploads = false;
+
+  model.backend().fail_launches = true;
+  auto launch = model.forward(input);
+  REQUIRE_FALSE(launch);
+  CHECK(launch.error().message().find("refused a launch") != std::string::npos);
+  model.backend().fail_launches = false;
+  CHECK(model.forward(input));  // the error was handed over once, not kept
+
+  // During a capture too: the capture's error, with what was being done.
+  REQUIRE(model.set_graph_replay(true));
+  model.backend().fail_launches = true;
+  auto captured = model.forward(input);
+  REQUIRE_FALSE(captured);
+  CHECK(captured.error().message().find("capturing the forward") != std::string::npos);
+  model.backend().fail_launches = false;
+  CHECK(model.forward(input));
+}
+
+#if TEENY_TRAINING
+TEST_CASE("device plan: a model lowered for training is refused on a device backend, saying so") {
+  const teeny::Graph graph = fake::built(models::mlp());
+  auto lowered = teeny::standard_lowering<float>{}.lower(graph, teeny::LoweringMode::training);
+  REQUIRE(lowered);
+  auto model = fake::Model::load(graph, std::move(*lowered), fake::HostDevice(teeny::CpuContext{}), {{"batch", 2}});
+  REQUIRE_FALSE(model);
+  CHECK(model.error().code() == teeny::Errc::unsupported);
+  CHECK(model.error().message().find("training on a device is planned") != std::string::npos);
+}
+#endif
