@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 
 #include "math/elementwise.hpp"
 #include "math/half.hpp"
@@ -60,6 +61,35 @@ struct ParamList {
   }();
 };
 
+/// The phase a model runs in, for kernels that act differently when training (batch norm's batch
+/// statistics, dropout's mask): the CUDA context keeps one in device memory and passes its address,
+/// so a captured CUDA graph reads each replay's phase rather than the one it was captured in.
+struct DevicePhase {
+  std::uint64_t seed;
+  std::uint64_t step;
+  std::uint32_t training;  // 0 or 1
+};
+
+/// Whether a kernel's last parameter is the phase (the context's, not one of the op's Args).
+template <class List>
+inline constexpr bool reads_phase = false;
+template <class... P>
+  requires(sizeof...(P) > 0)
+inline constexpr bool reads_phase<ParamList<P...>> =
+    std::is_same_v<std::tuple_element_t<sizeof...(P) - 1, std::tuple<P...>>, const DevicePhase*>;
+
+/// A backward kernel's parameter list: its forward's (the forward's arguments come first in every
+/// BackwardArgs), then the gradients it reads and adds to. (For a forward that reads the phase, the
+/// list is written out: the phase stays last.)
+template <class Forward, class... Grads>
+struct BackwardParamsOf;
+template <class... P, class... Grads>
+struct BackwardParamsOf<ParamList<P...>, Grads...> {
+  using type = ParamList<P..., Grads...>;
+};
+template <class Forward, class... Grads>
+using BackwardParams = typename BackwardParamsOf<Forward, Grads...>::type;
+
 // Kernel parameters per launch: 4 KiB is what every CUDA GPU takes (Volta and later take up to
 // 32 KiB from CUDA 12.1 on; teeny's kernels stay within 4 KiB).
 inline constexpr std::size_t max_param_bytes = 4096;
@@ -104,12 +134,13 @@ using SoftmaxParamList =
 template <class T>
 using ReduceParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, math::ReduceFn, std::uint32_t>;
 
-/// batch_norm_op (the eval phase): x, weight, bias, running_mean, running_var, y, eps, the fused
-/// activation, num_batches_tracked, momentum. x and y [N, C, S]; weight to running_var [C] or empty.
+/// batch_norm_op: x, weight, bias, running_mean, running_var, y, eps, the fused activation,
+/// num_batches_tracked, momentum; x and y [N, C, S], weight to running_var [C] or empty. Without
+/// running statistics, or in the training phase, the batch's own (training: running ones updated).
 template <class T>
 using BatchNormParamList =
     ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, DeviceTensor<T>,
-              DeviceTensor<T>, double, math::Epilogue, DeviceTensor<std::int64_t>, double>;
+              DeviceTensor<T>, double, math::Epilogue, DeviceTensor<std::int64_t>, double, const DevicePhase*>;
 
 /// layer_norm_op, rms_norm_op: x and y [rows, D]; weight and bias [D] or empty; eps.
 template <class T>
@@ -154,5 +185,78 @@ using EmbeddingParamList = ParamList<const void*, DTypeCode, std::int64_t, Devic
 template <class T>
 using AttentionParamList =
     ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, T, bool>;
+
+/// dropout_op: x and y of one shape, p, the op's random stream; in the training phase y = x * mask
+/// / (1 - p) with the mask of kernels/math/random.hpp, else y = x.
+template <class T>
+using DropoutParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, double, std::uint64_t, const DevicePhase*>;
+
+// Backward kernels (training builds): the forward's parameters, then dL/dy and the gradients each
+// adds to (+=, so that a value read by several ops sums their gradients). An empty gradient (null
+// data) is one not wanted. Each forward's output y holds the forward's result.
+
+/// unary, dropout, reshape (copy), permute / slice / concat (strided add), pad, upsample, the three
+/// poolings, softmax and reduce: dy (as y), dx (as x).
+template <class T>
+using UnaryBackwardParamList = BackwardParams<UnaryParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using DropoutBackwardParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, double, std::uint64_t,
+                                           DeviceTensor<T>, DeviceTensor<T>, const DevicePhase*>;
+template <class T>
+using CopyBackwardParamList = BackwardParams<CopyParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using StridedAddParamList = BackwardParams<StridedCopyParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using PadBackwardParamList = BackwardParams<PadParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using UpsampleBackwardParamList = BackwardParams<UpsampleParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using Pool2dBackwardParamList = BackwardParams<Pool2dParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using SoftmaxBackwardParamList = BackwardParams<SoftmaxParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using ReduceBackwardParamList = BackwardParams<ReduceParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+
+/// binary: dy, da and db (each as y, stride 0 along the dims its operand was broadcast over).
+template <class T>
+using BinaryBackwardParamList = BackwardParams<BinaryParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
+
+/// matmul: dy, da (as a), db (as b).
+template <class T>
+using MatMulBackwardParamList = BackwardParams<MatMulParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
+
+/// linear, conv, layer / RMS / group norm: dy, dx, dweight, dbias.
+template <class T>
+using LinearBackwardParamList =
+    BackwardParams<LinearParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using ConvBackwardParamList =
+    BackwardParams<ConvParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using RowNormBackwardParamList =
+    BackwardParams<RowNormParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
+template <class T>
+using GroupNormBackwardParamList =
+    BackwardParams<GroupNormParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
+
+/// batch_norm: the forward's parameters but the phase, then dy, dx, dweight, dbias, the phase.
+template <class T>
+using BatchNormBackwardParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, DeviceTensor<T>,
+              DeviceTensor<T>, double, math::Epilogue, DeviceTensor<std::int64_t>, double, DeviceTensor<T>,
+              DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>, const DevicePhase*>;
+
+/// cast: dy (n elements of the forward's `to`), dx (n of its `from`, or null).
+using CastBackwardParamList = BackwardParams<CastParamList, const void*, void*>;
+
+/// embedding: dy [count, dim], dweight [rows, dim] (or empty), padding_idx (-1: none).
+template <class T>
+using EmbeddingBackwardParamList =
+    BackwardParams<EmbeddingParamList<T>, DeviceTensor<T>, DeviceTensor<T>, std::int64_t>;
+
+/// attention: dy (as y), dq, dk, dv (as q, k, v, or empty).
+template <class T>
+using AttentionBackwardParamList =
+    BackwardParams<AttentionParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
 
 }  // namespace teeny::cuda_kernels

@@ -1,7 +1,7 @@
 // Reduction kernels: softmax / log_softmax along one dim, and sum / mean / amax over a set of
-// dims, instantiated per element type as teeny_<op>_<dtype>. Sums accumulate in double, as the
-// CPU kernels do; the per-element rules (NaN propagation, a mean of nothing) are
-// kernels/math/reduce.hpp's.
+// dims, instantiated per element type as teeny_<op>_<dtype>; and their backward kernels
+// (training), teeny_<op>_backward_<dtype>. Sums accumulate in double, as the CPU kernels do; the
+// per-element rules (NaN propagation, a mean of nothing) are kernels/math/reduce.hpp's.
 #include <cuda_runtime.h>
 
 #include "cuda/device_tensor.cuh"
@@ -76,6 +76,111 @@ __device__ void reduce(const DeviceTensor<const T>& x, const DeviceTensor<T>& y,
   }
 }
 
+// ---- Backward kernels (training) ----
+
+// One thread a line along the softmax dim, as the forward: softmax needs sum(dy * y) over it,
+// log_softmax sum(dy), both accumulated in double as the CPU does; then
+// softmax: dx += y * (dy - sum), log_softmax: dx += dy - exp(y) * sum.
+template <class T>
+__device__ void softmax_backward(const DeviceTensor<T>& y, std::int64_t outer, std::int64_t n, std::int64_t inner,
+                                 bool log, const DeviceTensor<T>& dy, const DeviceTensor<T>& dx) {
+  using C = compute_t<T>;
+  if (dx.data == nullptr) return;
+  const std::int64_t lines = outer * inner;
+  for (std::int64_t line = first_index(); line < lines; line += grid_stride()) {
+    const std::int64_t base = (line / inner) * n * inner + line % inner;
+    const T* out = y.data + base;
+    const T* grad = dy.data + base;
+    T* dxl = dx.data + base;
+    double sum = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const C g = load(grad + i * inner);
+      sum += static_cast<double>(log ? g : g * load(out + i * inner));
+    }
+    const auto s = static_cast<C>(sum);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t k = i * inner;
+      const C g = load(grad + k);
+      const C v = load(out + k);
+      using std::exp;
+      store(dxl + k, load(dxl + k) + (log ? g - exp(v) * s : v * (g - s)));
+    }
+  }
+}
+
+// The offset in `t` (y or dy: x's rank, size 1 on the reduced dims) of the output that x's
+// element i (row-major) reduces into: its coordinates but the reduced ones (bit d of `reduced`).
+template <class T, class U>
+__device__ std::int64_t output_offset(const DeviceTensor<T>& x, const DeviceTensor<U>& t, std::uint32_t reduced,
+                                      std::int64_t i) {
+  std::int64_t offset = 0;
+  for (int d = x.rank - 1; d >= 0; --d) {
+    if ((reduced & (1u << d)) == 0) offset += (i % x.shape[d]) * t.strides[d];
+    i /= x.shape[d];
+  }
+  return offset;
+}
+
+// How many elements reduced into the output of x's element i equal `max` (amax's ties): i's kept
+// coordinates, every value of the reduced ones.
+template <class T>
+__device__ std::int64_t max_ties(const DeviceTensor<const T>& x, std::uint32_t reduced, std::int64_t i,
+                                 compute_t<T> max) {
+  std::int64_t base = 0;  // the kept coordinates' offset, the reduced ones 0
+  std::int64_t count = 1;
+  for (int d = x.rank - 1; d >= 0; --d) {
+    const std::int64_t c = i % x.shape[d];
+    i /= x.shape[d];
+    if (reduced & (1u << d)) {
+      count *= x.shape[d];
+    } else {
+      base += c * x.strides[d];
+    }
+  }
+  std::int64_t ties = 0;
+  for (std::int64_t r = 0; r < count; ++r) {
+    std::int64_t offset = base;
+    std::int64_t k = r;
+    for (int d = x.rank - 1; d >= 0; --d) {
+      if ((reduced & (1u << d)) == 0) continue;
+      offset += (k % x.shape[d]) * x.strides[d];
+      k /= x.shape[d];
+    }
+    ties += load(x.data + offset) == max ? 1 : 0;
+  }
+  return ties;
+}
+
+// One thread an element of dx (x's shape), reading dy broadcast over the reduced dims. sum:
+// dx += dy; mean: dx += dy * (1 / count); amax: dy shared evenly by the elements equal to the
+// maximum (PyTorch's rule for ties), as the CPU does.
+template <class T>
+__device__ void reduce_backward(const DeviceTensor<const T>& x, const DeviceTensor<T>& y, math::ReduceFn fn,
+                                std::uint32_t reduced, const DeviceTensor<T>& dy, const DeviceTensor<T>& dx) {
+  using C = compute_t<T>;
+  if (dx.data == nullptr) return;
+  const std::int64_t n = element_count(dx);
+  const std::int64_t outputs = element_count(y);
+  const std::int64_t count = outputs == 0 ? 1 : n / outputs;
+  const C scale = C(1) / static_cast<C>(count);
+  const bool contiguous = is_contiguous(dx);
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    const std::int64_t ody = output_offset(x, dy, reduced, i);
+    T* grad = dx.data + (contiguous ? i : element_offset(dx, i));
+    const C g = load(dy.data + ody);
+    switch (fn) {
+      case math::ReduceFn::sum: store(grad, load(grad) + g); break;
+      case math::ReduceFn::mean: store(grad, load(grad) + g * scale); break;
+      case math::ReduceFn::max: {
+        const C max = load(y.data + output_offset(x, y, reduced, i));
+        if (load(x.data + element_offset(x, i)) != max) break;
+        store(grad, load(grad) + g / static_cast<C>(max_ties(x, reduced, i, max)));
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace teeny::cuda_kernels
 
@@ -93,16 +198,32 @@ using teeny::cuda_kernels::DeviceTensor;
   static_assert(                                                                                                      \
       teeny::cuda_kernels::takes_params<teeny::cuda_kernels::SoftmaxParamList<T>, decltype(teeny_softmax_##suffix)>); \
   static_assert(                                                                                                      \
-      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ReduceParamList<T>, decltype(teeny_reduce_##suffix)>);
+      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ReduceParamList<T>, decltype(teeny_reduce_##suffix)>);   \
+  extern "C" __global__ void teeny_softmax_backward_##suffix(DeviceTensor<const T>, DeviceTensor<T> y,                \
+                                                             std::int64_t outer, std::int64_t n, std::int64_t inner,  \
+                                                             bool log, DeviceTensor<T> dy, DeviceTensor<T> dx) {      \
+    teeny::cuda_kernels::softmax_backward<T>(y, outer, n, inner, log, dy, dx);                                        \
+  }                                                                                                                   \
+  extern "C" __global__ void teeny_reduce_backward_##suffix(DeviceTensor<const T> x, DeviceTensor<T> y,               \
+                                                            teeny::math::ReduceFn fn, std::uint32_t reduced,          \
+                                                            DeviceTensor<T> dy, DeviceTensor<T> dx) {                 \
+    teeny::cuda_kernels::reduce_backward<T>(x, y, fn, reduced, dy, dx);                                               \
+  }                                                                                                                   \
+  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::SoftmaxBackwardParamList<T>,                   \
+                                                  decltype(teeny_softmax_backward_##suffix)>);                        \
+  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ReduceBackwardParamList<T>,                    \
+                                                  decltype(teeny_reduce_backward_##suffix)>);
 TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRIES)
 #undef TEENY_REDUCE_ENTRIES
 
 namespace teeny::cuda_kernels {
 
 KernelTable reduce_kernels() noexcept {
-#define TEENY_REDUCE_ENTRY(T, suffix)                                                 \
-  {"teeny_softmax_" #suffix, reinterpret_cast<const void*>(&teeny_softmax_##suffix)}, \
-      {"teeny_reduce_" #suffix, reinterpret_cast<const void*>(&teeny_reduce_##suffix)},
+#define TEENY_REDUCE_ENTRY(T, suffix)                                                                       \
+  {"teeny_softmax_" #suffix, reinterpret_cast<const void*>(&teeny_softmax_##suffix)},                       \
+      {"teeny_reduce_" #suffix, reinterpret_cast<const void*>(&teeny_reduce_##suffix)},                     \
+      {"teeny_softmax_backward_" #suffix, reinterpret_cast<const void*>(&teeny_softmax_backward_##suffix)}, \
+      {"teeny_reduce_backward_" #suffix, reinterpret_cast<const void*>(&teeny_reduce_backward_##suffix)},
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRY)};
 #undef TEENY_REDUCE_ENTRY
   return {entries, sizeof entries / sizeof entries[0]};

@@ -57,6 +57,9 @@ int copy_to_host_async(void* host, const void* device, std::size_t bytes, void* 
   return static_cast<int>(
       cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)));
 }
+int zero_async(void* device, std::size_t bytes, void* stream) noexcept {
+  return static_cast<int>(cudaMemsetAsync(device, 0, bytes, static_cast<cudaStream_t>(stream)));
+}
 int pinned_allocate(void*& pointer, std::size_t bytes) noexcept {
   pointer = nullptr;
   return static_cast<int>(cudaMallocHost(&pointer, bytes));

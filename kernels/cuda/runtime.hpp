@@ -32,6 +32,9 @@ int set_device(int index) noexcept;
 int copy_to_device_async(void* device, const void* host, std::size_t bytes, void* stream) noexcept;
 int copy_to_host_async(void* host, const void* device, std::size_t bytes, void* stream) noexcept;
 
+/// Sets `bytes` of device memory to zero, queued on `stream`.
+int zero_async(void* device, std::size_t bytes, void* stream) noexcept;
+
 /// Pinned (page-locked) host memory, which the GPU copies from and to directly.
 int pinned_allocate(void*& pointer, std::size_t bytes) noexcept;
 int pinned_free(void* pointer) noexcept;

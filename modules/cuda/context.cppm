@@ -14,7 +14,10 @@ module;
 #include <span>
 #include <string>
 #include <utility>
+#include <variant>
 
+#include "cuda/blas.hpp"
+#include "cuda/params.hpp"
 #include "cuda/runtime.hpp"
 export module teeny.cuda:context;
 import teeny.core;
@@ -22,6 +25,7 @@ import teeny.model;
 import teeny.ops;
 import :device;
 import :launch;
+import :blas;
 
 export namespace teeny::cuda {
 
@@ -109,10 +113,17 @@ class CudaGraph {
 struct CudaOptions {
   /// Which CUDA device runs the model (device_count() says how many there are).
   int device = 0;
+  /// Linear and MatMul through cuBLASLt where it loads (tensor cores for f16 and bf16), else, or
+  /// when off, through teeny's own GEMM kernels. CudaContext::gemm_engine() says which ran.
+  bool cublas = true;
+  /// Lets cuBLASLt compute f32 GEMMs with TF32 tensor cores (10-bit mantissas: about 1e-3
+  /// relative error), PyTorch's torch.backends.cuda.matmul.allow_tf32. Off by default, as there.
+  bool allow_tf32 = false;
 };
 
 /// The CUDA backend's state: its device and the stream every kernel and copy of the model is
-/// queued on. Satisfies LoadedModel's DeviceMemoryBackend, GraphBackend and ReportsRunErrors.
+/// queued on. Satisfies LoadedModel's DeviceMemoryBackend (and DeviceTrainingBackend), GraphBackend
+/// and ReportsRunErrors.
 class CudaContext {
  public:
   /// A context on `options.device`, or why there is none (no GPU, no driver, no such device).
@@ -127,9 +138,15 @@ class CudaContext {
     if (const int code = cuda_kernels::set_device(options.device)) return cuda_error(code, cat("selecting ", what));
     auto stream = Stream::create();
     if (!stream) return std::move(stream).error().context(what);
+    auto phase = DeviceBuffer::allocate(sizeof(cuda_kernels::DevicePhase));
+    if (!phase) return std::move(phase).error().context(what);
     CudaContext context;
+    context.options_ = options;
     context.device_ = options.device;
     context.stream_ = std::move(*stream);
+    context.phase_ = std::move(*phase);
+    context.set_phase(RunPhase{});
+    if (auto set = context.take_error(); !set) return std::move(set).error().context(what);
     return context;
 #else
     return not_compiled_in(cat("selecting ", what));
@@ -137,7 +154,59 @@ class CudaContext {
   }
 
   int device() const { return device_; }
+  const CudaOptions& options() const { return options_; }
   const Stream& stream() const { return stream_; }
+
+  /// What runs Linear and MatMul: "cuBLASLt", or "teeny's GEMM kernels" and why (cuBLASLt turned
+  /// off, or not loaded: its error). Decided when the first such op is prepared.
+  const std::string& gemm_engine() const { return gemm_engine_; }
+
+  /// The context's cuBLASLt handle and its workspace, made on first use; null (and gemm_engine()
+  /// saying why) where cuBLASLt is off or cannot be used.
+  void* blas() {
+    if (blas_tried_) return blas_.get();
+    blas_tried_ = true;
+    if (!options_.cublas) {
+      gemm_engine_ = "teeny's GEMM kernels (CudaOptions::cublas is off)";
+      return nullptr;
+    }
+    auto handle = BlasHandle::create();
+    auto workspace = handle ? DeviceBuffer::allocate(kBlasWorkspace) : Result<DeviceBuffer>(handle.error());
+    if (!workspace) {
+      gemm_engine_ = cat("teeny's GEMM kernels (", workspace.error().to_string(), ")");
+      return nullptr;
+    }
+    blas_ = std::move(*handle);
+    blas_workspace_ = std::move(*workspace);
+    gemm_engine_ = "cuBLASLt";
+    return blas_.get();
+  }
+  /// Queues a planned GEMM on the stream; a failure is kept (take_error), as a launch's is.
+  void run_gemm(const GemmLaunch& gemm) {
+#if TEENY_HAS_CUDA
+    if (const int status = cuda_kernels::gemm_run(gemm.plan, blas_.get(), gemm.a, gemm.b, gemm.bias, gemm.d,
+                                                  blas_workspace_.data(), kBlasWorkspace, stream_.handle())) {
+      keep(blas_error(status, cat("running the ", gemm.where)));
+    }
+#else
+    keep(not_compiled_in(gemm.where));
+#endif
+  }
+  /// cuBLASLt's workspace (the heuristic picks algorithms that fit it): 32 MiB, as PyTorch gives
+  /// cuBLAS on Hopper.
+  static constexpr std::size_t kBlasWorkspace = std::size_t{32} << 20;
+
+  /// The phase the kernels queued from now on run in (batch norm's batch statistics and dropout's
+  /// masks in training), kept in device memory that those kernels read, so that a replayed graph
+  /// runs in the phase of its replay. A failed copy is kept, as a failed launch is (take_error).
+  void set_phase(const RunPhase& phase) {
+    phase_host_ = {phase.seed, phase.step, phase.training ? 1u : 0u};
+    keep(upload(phase_.data(), &phase_host_, sizeof phase_host_).context("setting the run phase"));
+  }
+  /// Where kernels read the phase (device memory).
+  const cuda_kernels::DevicePhase* phase() const {
+    return static_cast<const cuda_kernels::DevicePhase*>(phase_.data());
+  }
 
   // ---- DeviceMemoryBackend: the plan's memory ----
   using Memory = DeviceBuffer;
@@ -168,6 +237,18 @@ class CudaContext {
     (void)to;
     (void)from;
     return not_compiled_in(cat("copying ", bytes, " bytes from a CUDA device"));
+#endif
+  }
+  /// Zeroes device memory (DeviceTrainingBackend: gradient buffers), queued on the stream.
+  Result<void> zero(void* to, std::size_t bytes) {
+#if TEENY_HAS_CUDA
+    if (const int code = cuda_kernels::zero_async(to, bytes, stream_.handle())) {
+      return cuda_error(code, cat("zeroing ", bytes, " bytes on CUDA device ", device_));
+    }
+    return ok();
+#else
+    (void)to;
+    return not_compiled_in(cat("zeroing ", bytes, " bytes on a CUDA device"));
 #endif
   }
   /// Waits for everything queued on the stream.
@@ -224,16 +305,23 @@ class CudaContext {
 
  private:
   CudaContext() = default;
+  CudaOptions options_;
   int device_ = 0;
   Stream stream_;
+  BlasHandle blas_;
+  DeviceBuffer blas_workspace_;
+  bool blas_tried_ = false;
+  std::string gemm_engine_ = "not decided yet (no Linear or MatMul prepared)";
+  DeviceBuffer phase_;
+  cuda_kernels::DevicePhase phase_host_{};
   std::optional<Error> error_;
 };
 
 /// An op's launch, prepared at load (entry point, checked geometry, packed parameters).
 template <CudaOp Op>
 Result<PreparedLaunch<typename KernelParams<Op>::type>> prepare_kernel(const Op& op, const typename Op::Args& args,
-                                                                       CudaContext& /*cuda*/, const LaunchSite& site) {
-  return prepare_launch(op, args, site);
+                                                                       CudaContext& cuda, const LaunchSite& site) {
+  return prepare_launch(op, args, site, cuda.phase());
 }
 template <CudaOp Op>
 void run_kernel(const Op& /*op*/, const typename Op::Args& /*args*/,
@@ -241,16 +329,70 @@ void run_kernel(const Op& /*op*/, const typename Op::Args& /*args*/,
   cuda.keep(run_launch(prepared, cuda.stream().handle()));
 }
 
-/// Dropout has no CUDA kernel yet (it is planned with training on the GPU); only a model lowered
-/// for training runs one, and the CUDA backend loads inference models.
-struct NoLaunch {};
+/// A Linear's or MatMul's launch: one cuBLASLt GEMM where it can run it, else teeny's kernel.
+template <class List>
+struct GemmOrKernel {
+  std::variant<PreparedLaunch<List>, GemmLaunch> run;
+};
+
+namespace context_detail {
+template <class Op>
+Result<GemmOrKernel<typename KernelParams<Op>::type>> prepare_gemm(const Op& op, const typename Op::Args& args,
+                                                                   std::optional<GemmOperands> gemm, CudaContext& cuda,
+                                                                   const LaunchSite& site) {
+  if (gemm && cuda.blas() != nullptr) {
+    auto planned = plan_gemm(op, *gemm, cuda.blas(), CudaContext::kBlasWorkspace, site);
+    if (planned) return GemmOrKernel<typename KernelParams<Op>::type>{std::move(*planned)};
+    // No algorithm for this shape or type: teeny's kernel runs it. Any other failure is an error.
+    if (planned.error().code() != Errc::unsupported) return std::move(planned).error();
+  }
+  auto launch = prepare_launch(op, args, site, cuda.phase());
+  if (!launch) return std::move(launch).error();
+  return GemmOrKernel<typename KernelParams<Op>::type>{std::move(*launch)};
+}
+template <class List>
+void run_gemm_or_kernel(GemmOrKernel<List>& state, CudaContext& cuda) {
+  if (auto* gemm = std::get_if<GemmLaunch>(&state.run)) {
+    cuda.run_gemm(*gemm);
+  } else {
+    cuda.keep(run_launch(std::get<PreparedLaunch<List>>(state.run), cuda.stream().handle()));
+  }
+}
+}  // namespace context_detail
+
 template <FloatElement T>
-Result<NoLaunch> prepare_kernel(const dropout_op<T>& /*op*/, const typename dropout_op<T>::Args& /*args*/,
-                                CudaContext& /*cuda*/, const LaunchSite& site) {
-  return fail(Errc::unsupported, "node '", site.node, "' (dropout): dropout on the GPU is planned, with training");
+Result<GemmOrKernel<cuda_kernels::LinearParamList<T>>> prepare_kernel(const linear_op<T>& op, const LinearArgs<T>& args,
+                                                                      CudaContext& cuda, const LaunchSite& site) {
+  return context_detail::prepare_gemm(op, args, linear_gemm(args, cuda.options().allow_tf32), cuda, site);
 }
 template <FloatElement T>
-void run_kernel(const dropout_op<T>& /*op*/, const typename dropout_op<T>::Args& /*args*/, NoLaunch& /*state*/,
-                CudaContext& /*cuda*/) {}
+void run_kernel(const linear_op<T>& /*op*/, const LinearArgs<T>& /*args*/,
+                GemmOrKernel<cuda_kernels::LinearParamList<T>>& state, CudaContext& cuda) {
+  context_detail::run_gemm_or_kernel(state, cuda);
+}
+template <FloatElement T>
+Result<GemmOrKernel<cuda_kernels::MatMulParamList<T>>> prepare_kernel(const matmul_op<T>& op, const MatMulArgs<T>& args,
+                                                                      CudaContext& cuda, const LaunchSite& site) {
+  return context_detail::prepare_gemm(op, args, matmul_gemm(args, cuda.options().allow_tf32), cuda, site);
+}
+template <FloatElement T>
+void run_kernel(const matmul_op<T>& /*op*/, const MatMulArgs<T>& /*args*/,
+                GemmOrKernel<cuda_kernels::MatMulParamList<T>>& state, CudaContext& cuda) {
+  context_detail::run_gemm_or_kernel(state, cuda);
+}
+
+#if TEENY_TRAINING
+/// An op's backward launch, prepared at load as its forward ones are.
+template <CudaBackwardOp Op>
+Result<PreparedLaunch<typename KernelParams<Op>::backward>> prepare_backward_kernel(
+    const Op& op, const typename Op::BackwardArgs& args, CudaContext& cuda, const LaunchSite& site) {
+  return prepare_backward_launch(op, args, site, cuda.phase());
+}
+template <CudaBackwardOp Op>
+void run_backward_kernel(const Op& /*op*/, const typename Op::BackwardArgs& /*args*/,
+                         PreparedLaunch<typename KernelParams<Op>::backward>& prepared, CudaContext& cuda) {
+  cuda.keep(run_launch(prepared, cuda.stream().handle()));
+}
+#endif
 
 }  // namespace teeny::cuda

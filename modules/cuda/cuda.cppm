@@ -1,9 +1,11 @@
 // teeny.cuda — the CUDA backend: devices and device memory (:device), the seed's launch path
 // (:launch), which packs an op's typed Args into its kernel's parameters and launches it at its
 // per-dtype entry point, the backend a LoadedModel runs on (:context: device plan, CUDA graphs)
-// and load_cuda (:model). Every forward op but dropout has its kernels (docs/cuda.md).
+// and load_cuda (:model). Every op of the standard set has its kernels, and in training builds its
+// backward kernels (docs/cuda.md).
 export module teeny.cuda;
 export import :device;
 export import :launch;
+export import :blas;
 export import :context;
 export import :model;

@@ -297,4 +297,18 @@ inline Result<void> synchronize(std::string_view what) {
 #endif
 }
 
+/// Copies `host.size()` bytes of device memory at `device` (any device pointer: a DeviceBuffer's,
+/// a model's device_parameter_gradients()) to the host, after the work queued before it.
+inline Result<void> copy_to_host(std::span<std::byte> host, const void* device) {
+#if TEENY_HAS_CUDA
+  if (const int code = cuda_kernels::copy_to_host(host.data(), device, host.size())) {
+    return cuda_error(code, cat("copying ", host.size(), " bytes from a CUDA device"));
+  }
+  return ok();
+#else
+  (void)device;
+  return not_compiled_in(cat("copying ", host.size(), " bytes from a CUDA device"));
+#endif
+}
+
 }  // namespace teeny::cuda

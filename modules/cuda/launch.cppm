@@ -13,6 +13,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -82,21 +83,45 @@ template <class F>
 using device_param_t = decltype(to_device(std::declval<const F&>()));
 
 namespace launch_detail {
+// A field as kernel parameters: itself, or the fields of an argument struct it holds (a backward's
+// arguments start with its forward's), flattened in order.
+template <class F>
+auto flatten_field(const F& field) {
+  if constexpr (ArgPack<F>) {
+    return std::apply([](const auto&... f) { return std::tuple_cat(flatten_field(f)...); }, field.fields());
+  } else {
+    return std::tie(field);
+  }
+}
+}  // namespace launch_detail
+
+/// `args`' fields in kernel-parameter order, those of nested argument structs spliced in.
+template <ArgPack Args>
+auto flat_fields(const Args& args) {
+  return launch_detail::flatten_field(args);
+}
+
+namespace launch_detail {
 template <class Args>
-using fields_t = std::remove_cvref_t<decltype(std::declval<const Args&>().fields())>;
+using flat_fields_t = std::remove_cvref_t<decltype(flat_fields(std::declval<const Args&>()))>;
 
 template <class Args, class List, std::size_t... I>
 constexpr bool fields_become(std::index_sequence<I...> /*unused*/) {
-  return (std::same_as<device_param_t<std::remove_cvref_t<std::tuple_element_t<I, fields_t<Args>>>>,
+  return (std::same_as<device_param_t<std::remove_cvref_t<std::tuple_element_t<I, flat_fields_t<Args>>>>,
                        typename List::template type<I>> &&
           ...);
 }
 }  // namespace launch_detail
 
-/// `Args`' fields become exactly the parameters of `List` (kernels/cuda/params.hpp), in order.
+/// Parameters of `List` that the op's arguments fill: all, but a trailing phase (the context's).
+template <class List>
+inline constexpr std::size_t args_params = List::count - (cuda_kernels::reads_phase<List> ? 1 : 0);
+
+/// `Args`' fields (nested argument structs flattened) become exactly the parameters of `List`
+/// (kernels/cuda/params.hpp), in order, but the phase a list may end with.
 template <class Args, class List>
-concept PacksInto = ArgPack<Args> && arg_count<Args> == List::count &&
-                    launch_detail::fields_become<Args, List>(std::make_index_sequence<List::count>{});
+concept PacksInto = ArgPack<Args> && std::tuple_size_v<launch_detail::flat_fields_t<Args>> == args_params<List> &&
+                    launch_detail::fields_become<Args, List>(std::make_index_sequence<args_params<List>>{});
 
 /// A kernel's packed parameter buffer (each parameter at its offset in `List`) and the pointers to
 /// each parameter that cudaLaunchKernel takes.
@@ -115,121 +140,166 @@ class PackedParams {
 
   template <class L, class Args>
     requires PacksInto<Args, L>
-  friend PackedParams<L> pack_params(const Args& args);
+  friend PackedParams<L> pack_params(const Args& args, const cuda_kernels::DevicePhase* phase);
 
  private:
   alignas(List::alignment) std::array<std::byte, List::bytes> buffer_{};
 };
 
-/// Packs `args` into `List`'s parameter buffer, visiting its fields in order.
+/// Packs `args` into `List`'s parameter buffer, visiting its fields in order; a list that reads the
+/// phase gets `phase` (device memory; null: the eval phase) last.
+template <class List, class Args>
+  requires PacksInto<Args, List>
+PackedParams<List> pack_params(const Args& args, const cuda_kernels::DevicePhase* phase) {
+  PackedParams<List> packed;
+  std::size_t index = 0;
+  const auto put = [&](const auto& param) {
+    std::memcpy(packed.buffer_.data() + List::offsets[index], &param, sizeof param);
+    ++index;
+  };
+  // The seed's ArgVisitor, field by field; an argument struct nested in the arguments (a
+  // backward's forward arguments) is visited in its place.
+  const auto visit = [&](const auto& self, const auto& field) -> void {
+    if constexpr (ArgPack<std::remove_cvref_t<decltype(field)>>) {
+      visit_args(field, [&](const auto& inner) { self(self, inner); });
+    } else {
+      put(to_device(field));
+    }
+  };
+  visit_args(args, [&](const auto& field) { visit(visit, field); });
+  if constexpr (cuda_kernels::reads_phase<List>) put(phase);
+  return packed;
+}
 template <class List, class Args>
   requires PacksInto<Args, List>
 PackedParams<List> pack_params(const Args& args) {
-  PackedParams<List> packed;
-  std::size_t index = 0;
-  visit_args(args, [&](const auto& field) {
-    const auto param = to_device(field);
-    std::memcpy(packed.buffer_.data() + List::offsets[index], &param, sizeof param);
-    ++index;
-  });
-  return packed;
+  return pack_params<List>(args, nullptr);
 }
 
-/// The CUDA kernel parameter list of an op; specialised for each op that has CUDA kernels. An op
-/// without one cannot be launched: `launch` does not compile for it.
+/// The CUDA kernel parameter lists of an op, forward (`type`) and backward (`backward`, launched
+/// in training builds); specialised for each op that has CUDA kernels. An op without them cannot
+/// be launched: `launch` does not compile for it.
 template <class Op>
 struct KernelParams;
 template <FloatElement T>
 struct KernelParams<unary_op<T>> {
   using type = cuda_kernels::UnaryParamList<T>;
+  using backward = cuda_kernels::UnaryBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<binary_op<T>> {
   using type = cuda_kernels::BinaryParamList<T>;
+  using backward = cuda_kernels::BinaryBackwardParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<dropout_op<T>> {
+  using type = cuda_kernels::DropoutParamList<T>;
+  using backward = cuda_kernels::DropoutBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<linear_op<T>> {
   using type = cuda_kernels::LinearParamList<T>;
-};
-template <FloatElement T>
-struct KernelParams<conv_op<T>> {
-  using type = cuda_kernels::ConvParamList<T>;
+  using backward = cuda_kernels::LinearBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<matmul_op<T>> {
   using type = cuda_kernels::MatMulParamList<T>;
+  using backward = cuda_kernels::MatMulBackwardParamList<T>;
 };
 template <FloatElement T>
-struct KernelParams<cast_op<T>> {
-  using type = cuda_kernels::CastParamList;
-};
-template <FloatElement T>
-struct KernelParams<embedding_op<T>> {
-  using type = cuda_kernels::EmbeddingParamList<T>;
-};
-template <FloatElement T>
-struct KernelParams<attention_op<T>> {
-  using type = cuda_kernels::AttentionParamList<T>;
+struct KernelParams<conv_op<T>> {
+  using type = cuda_kernels::ConvParamList<T>;
+  using backward = cuda_kernels::ConvBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<reshape_op<T>> {
   using type = cuda_kernels::CopyParamList<T>;
+  using backward = cuda_kernels::CopyBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<permute_op<T>> {
   using type = cuda_kernels::StridedCopyParamList<T>;
+  using backward = cuda_kernels::StridedAddParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<slice_op<T>> {
   using type = cuda_kernels::StridedCopyParamList<T>;
+  using backward = cuda_kernels::StridedAddParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<concat_op<T>> {
   using type = cuda_kernels::StridedCopyParamList<T>;
+  using backward = cuda_kernels::StridedAddParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<pad_op<T>> {
   using type = cuda_kernels::PadParamList<T>;
+  using backward = cuda_kernels::PadBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<upsample_op<T>> {
   using type = cuda_kernels::UpsampleParamList<T>;
+  using backward = cuda_kernels::UpsampleBackwardParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<cast_op<T>> {
+  using type = cuda_kernels::CastParamList;
+  using backward = cuda_kernels::CastBackwardParamList;
 };
 template <FloatElement T>
 struct KernelParams<max_pool2d_op<T>> {
   using type = cuda_kernels::Pool2dParamList<T>;
+  using backward = cuda_kernels::Pool2dBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<avg_pool2d_op<T>> {
   using type = cuda_kernels::Pool2dParamList<T>;
+  using backward = cuda_kernels::Pool2dBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<adaptive_avg_pool2d_op<T>> {
   using type = cuda_kernels::Pool2dParamList<T>;
+  using backward = cuda_kernels::Pool2dBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<batch_norm_op<T>> {
   using type = cuda_kernels::BatchNormParamList<T>;
+  using backward = cuda_kernels::BatchNormBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<layer_norm_op<T>> {
   using type = cuda_kernels::RowNormParamList<T>;
+  using backward = cuda_kernels::RowNormBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<rms_norm_op<T>> {
   using type = cuda_kernels::RowNormParamList<T>;
+  using backward = cuda_kernels::RowNormBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<group_norm_op<T>> {
   using type = cuda_kernels::GroupNormParamList<T>;
+  using backward = cuda_kernels::GroupNormBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<softmax_op<T>> {
   using type = cuda_kernels::SoftmaxParamList<T>;
+  using backward = cuda_kernels::SoftmaxBackwardParamList<T>;
 };
 template <FloatElement T>
 struct KernelParams<reduce_op<T>> {
   using type = cuda_kernels::ReduceParamList<T>;
+  using backward = cuda_kernels::ReduceBackwardParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<embedding_op<T>> {
+  using type = cuda_kernels::EmbeddingParamList<T>;
+  using backward = cuda_kernels::EmbeddingBackwardParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<attention_op<T>> {
+  using type = cuda_kernels::AttentionParamList<T>;
+  using backward = cuda_kernels::AttentionBackwardParamList<T>;
 };
 
 /// An op the CUDA backend can launch: its Args pack into its kernel's parameters.
@@ -237,13 +307,23 @@ template <class Op>
 concept CudaOp = RuntimeOp<Op> && ExecutableOp<Op> && requires { typename KernelParams<Op>::type; } &&
                  PacksInto<typename Op::Args, typename KernelParams<Op>::type>;
 
-namespace launch_detail {
-// Every op of the standard op set has its CUDA kernels, but the input placeholder (no kernel) and
-// dropout (its kernel is planned with GPU training: only a model lowered for training runs one).
+#if TEENY_TRAINING
+/// An op whose backward the CUDA backend can launch: its BackwardArgs pack into its backward kernel's
+/// parameters.
 template <class Op>
-inline constexpr bool has_cuda_kernels = CudaOp<Op> || InputOpType<Op>;
-template <FloatElement T>
-inline constexpr bool has_cuda_kernels<dropout_op<T>> = true;
+concept CudaBackwardOp = CudaOp<Op> && BackwardOp<Op> && requires { typename KernelParams<Op>::backward; } &&
+                         PacksInto<typename Op::BackwardArgs, typename KernelParams<Op>::backward>;
+#endif
+
+namespace launch_detail {
+// Every op of the standard op set has its CUDA kernels (the input placeholder has none to have),
+// and in training builds every op with a backward has its backward kernel.
+template <class Op>
+inline constexpr bool has_cuda_kernels = InputOpType<Op> || (CudaOp<Op>
+#if TEENY_TRAINING
+                                                             && (!BackwardOp<Op> || CudaBackwardOp<Op>)
+#endif
+                                                            );
 template <class Set>
 inline constexpr bool covers = false;
 template <class... Ops>
@@ -275,28 +355,50 @@ struct PreparedLaunch {
   std::string where;  // "launch 0 of kernel teeny_unary_f32 (node 'relu1', op unary, dtype f32)"
 };
 
-/// Prepares launch `site.launch` of `op` with its packed `args` at `site` (node, geometry).
-template <CudaOp Op>
-Result<PreparedLaunch<typename KernelParams<Op>::type>> prepare_launch(const Op& op, const typename Op::Args& args,
-                                                                       const LaunchSite& site) {
-  using List = typename KernelParams<Op>::type;
-  const KernelRef kernel = op.kernel().forward;
+namespace launch_detail {
+template <class List, class Op, class Args>
+Result<PreparedLaunch<List>> prepare(const Op& op, std::string_view entry_point, const Args& args,
+                                     const LaunchSite& site, const cuda_kernels::DevicePhase* phase) {
   PreparedLaunch<List> prepared;
-  prepared.where = cat("launch ", site.launch, " of kernel ", kernel.entry_point, " (node '", site.node, "', op ",
-                       op.name(), ", dtype ", name(op.output_dtype()), ")");
+  prepared.where = cat("launch ", site.launch, " of kernel ", entry_point, " (node '", site.node, "', op ", op.name(),
+                       ", dtype ", name(op.output_dtype()), ")");
 #if TEENY_HAS_CUDA
-  prepared.entry = cuda_kernels::find_kernel(std::string(kernel.entry_point).c_str());
+  prepared.entry = cuda_kernels::find_kernel(std::string(entry_point).c_str());
   if (prepared.entry == nullptr) return fail(Errc::not_found, "no CUDA kernel is compiled in for ", prepared.where);
   if (auto fits = check_geometry(site.grid, site.block); !fits) return std::move(fits).error().context(prepared.where);
   prepared.grid = site.grid;
   prepared.block = site.block;
-  prepared.params = pack_params<List>(args);
+  prepared.params = pack_params<List>(args, phase);
   return prepared;
 #else
   (void)args;
+  (void)phase;
   return not_compiled_in(prepared.where);
 #endif
 }
+}  // namespace launch_detail
+
+/// Prepares launch `site.launch` of `op` with its packed `args` at `site` (node, geometry); a kernel
+/// that reads the phase reads it at `phase` (device memory; null: the eval phase).
+template <CudaOp Op>
+Result<PreparedLaunch<typename KernelParams<Op>::type>> prepare_launch(
+    const Op& op, const typename Op::Args& args, const LaunchSite& site,
+    const cuda_kernels::DevicePhase* phase = nullptr) {
+  return launch_detail::prepare<typename KernelParams<Op>::type>(op, op.kernel().forward.entry_point, args, site,
+                                                                 phase);
+}
+
+#if TEENY_TRAINING
+/// Prepares backward launch `site.launch` of `op` (site: the backward geometry) with `args`.
+template <CudaBackwardOp Op>
+Result<PreparedLaunch<typename KernelParams<Op>::backward>> prepare_backward_launch(
+    const Op& op, const typename Op::BackwardArgs& args, const LaunchSite& site,
+    const cuda_kernels::DevicePhase* phase = nullptr) {
+  const std::optional<KernelRef> kernel = op.kernel().backward;
+  if (!kernel) return fail(Errc::internal, "op ", op.name(), " has a backward but its kernel() names none");
+  return launch_detail::prepare<typename KernelParams<Op>::backward>(op, kernel->entry_point, args, site, phase);
+}
+#endif
 
 /// Launches a prepared launch on `stream` (nullptr: the default stream). A kernel's own failure
 /// surfaces at the next synchronize.
@@ -319,9 +421,11 @@ Result<void> run_launch(PreparedLaunch<List>& prepared, void* stream) {
 
 /// Launches every launch of `op` on `stream` (nullptr: the default stream) with the tensors of
 /// `bindings` (device memory), preparing each on the way (a device plan prepares them once, at
-/// load: see CudaContext). Errors name the kernel, the node, the op and the dtype.
+/// load: see CudaContext); a kernel that reads the phase reads `phase` (null: eval). Errors name
+/// the kernel, the node, the op and the dtype.
 template <CudaOp Op>
-Result<void> launch(const Op& op, const OpBindings& bindings, std::string_view node, void* stream = nullptr) {
+Result<void> launch(const Op& op, const OpBindings& bindings, std::string_view node, void* stream = nullptr,
+                    const cuda_kernels::DevicePhase* phase = nullptr) {
   std::vector<ConcreteShape> input_shapes;
   for (const TensorBinding& input : bindings.inputs) input_shapes.push_back(input.shape);
   const std::size_t launches = n_launches(op);
@@ -332,11 +436,33 @@ Result<void> launch(const Op& op, const OpBindings& bindings, std::string_view n
       return std::move(args).error().context(
           cat("launch ", i, " of kernel ", op.kernel().forward.entry_point, " (node '", node, "')"));
     }
-    auto prepared = prepare_launch(op, *args, site);
+    auto prepared = prepare_launch(op, *args, site, phase);
     if (!prepared) return std::move(prepared).error();
     if (auto ran = run_launch(*prepared, stream); !ran) return ran;
   }
   return ok();
 }
+
+#if TEENY_TRAINING
+/// Launches `op`'s backward as `launch` launches its forward: dL/dy and the gradients it adds to
+/// are in `bindings` (device memory), with the forward's tensors.
+template <CudaBackwardOp Op>
+Result<void> launch_backward(const Op& op, const BackwardBindings& bindings, std::string_view node,
+                             void* stream = nullptr, const cuda_kernels::DevicePhase* phase = nullptr) {
+  std::vector<ConcreteShape> input_shapes;
+  for (const TensorBinding& input : bindings.inputs) input_shapes.push_back(input.shape);
+  const std::size_t launches = n_backward_launches(op);
+  for (std::size_t i = 0; i < launches; ++i) {
+    const LaunchSite site{node, i, backward_grid_for_launch(op, i, input_shapes, bindings.output.shape),
+                          backward_block(op)};
+    auto args = pack_backward_args_for_launch(op, i, bindings);
+    if (!args) return std::move(args).error().context(cat("backward launch ", i, " (node '", node, "')"));
+    auto prepared = prepare_backward_launch(op, *args, site, phase);
+    if (!prepared) return std::move(prepared).error();
+    if (auto ran = run_launch(*prepared, stream); !ran) return ran;
+  }
+  return ok();
+}
+#endif
 
 }  // namespace teeny::cuda

@@ -6,6 +6,8 @@
 //   model->forward(inputs);                        // host tensors in, copied to the device
 //   model->copy_output("logits", std::as_writable_bytes(std::span(logits)));  // waits, copies out
 //   model->set_graph_replay(true);                 // later forwards: one CUDA graph launch
+//
+// (Training builds: load_cuda_for_training, the same for a model lowered for training.)
 module;
 #include <utility>
 export module teeny.cuda:model;
@@ -44,6 +46,28 @@ Result<CudaModelOf<T>> load_cuda(const Graph& graph, const Bindings& dims, CudaO
   return load_cuda(graph, standard_lowering<T>{}, dims, options);
 }
 
+#if TEENY_TRAINING
+/// Lowers `graph` for training and loads it on a GPU: forward keeps what backward reads, backward
+/// runs the CUDA backward kernels, and the trained parameters' gradients live in device memory
+/// (copy_gradient reads one, device_parameter_gradients gives them all). Optimizers and losses
+/// on the GPU are planned; a loss computed on the host hands its gradient over with
+/// set_output_grad.
+template <Lowering L>
+Result<LoadedModel<CudaContext, typename L::op_set>> load_cuda_for_training(const Graph& graph, const L& lowering,
+                                                                            const Bindings& dims,
+                                                                            CudaOptions options = {}) {
+  auto lowered = lowering.lower(graph, LoweringMode::training);
+  if (!lowered) return std::move(lowered).error();
+  auto cuda = CudaContext::create(options);
+  if (!cuda) return std::move(cuda).error();
+  return LoadedModel<CudaContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cuda), dims);
+}
+template <FloatElement T = float>
+Result<CudaModelOf<T>> load_cuda_for_training(const Graph& graph, const Bindings& dims, CudaOptions options = {}) {
+  return load_cuda_for_training(graph, standard_lowering<T>{}, dims, options);
+}
+#endif
+
 }  // namespace teeny::cuda
 
 // The CUDA models are instantiated once, in the library (cuda/cuda_instances.cpp), not in every
@@ -62,6 +86,7 @@ extern template Result<CudaModelOf<bf16>> load_cuda<bf16>(const Graph&, const Bi
 
 // The CUDA backend runs every op of the standard set in every dtype (LoadedModel checks the whole
 // set), owns its memory, captures graphs and reports failed launches; its models are teeny::Models.
-static_assert(DeviceMemoryBackend<CudaContext> && GraphBackend<CudaContext> && ReportsRunErrors<CudaContext>);
+static_assert(DeviceMemoryBackend<CudaContext> && DeviceTrainingBackend<CudaContext> && GraphBackend<CudaContext> &&
+              ReportsRunErrors<CudaContext>);
 static_assert(Model<CudaModel> && Model<CudaModelOf<bf16>>);
 }  // namespace teeny::cuda

@@ -222,12 +222,13 @@ struct conv_op {
     }
     return g;
   }
-  /// One thread per element of the larger of dx and dW.
+  /// One thread per element of dx, dW and db, in blocks of 256.
   Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape&) const {
     const std::int64_t weights =
         attrs.out_channels * (attrs.in_channels / attrs.groups) * attrs.kernel.h * attrs.kernel.w;
-    return {ceil_div(std::max(in.empty() ? 0 : in[0].numel(), weights), 256), 1, 1};
+    return {ceil_div((in.empty() ? 0 : in[0].numel()) + weights + attrs.out_channels, 256), 1, 1};
   }
+  Dim3 backward_block() const { return {256, 1, 1}; }
 #endif
 
  private:

@@ -94,11 +94,13 @@ struct linear_op {
     }
     return g;
   }
-  /// One block per 16x16 tile of the larger of dx and dW.
+  /// One block per 16x16 tile of the larger of dx and dW (the rows' tiles stop at CUDA's grid-y
+  /// limit, the kernel looping over the rest); blocks of 16 x 16 threads, as the forward's.
   Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const {
     const std::int64_t rows = y.numel() / attrs.out_features;
-    return {ceil_div(attrs.in_features, 16), ceil_div(std::max(rows, attrs.out_features), 16), 1};
+    return {ceil_div(attrs.in_features, 16), std::min(ceil_div(std::max(rows, attrs.out_features), 16), 65535u), 1};
   }
+  Dim3 backward_block() const { return block(); }
 #endif
 };
 static_assert(RuntimeOp<linear_op<float>> && ExecutableOp<linear_op<double>>);
@@ -167,7 +169,10 @@ struct matmul_op {
     }
     return g;
   }
-  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+  /// One thread per element of da and of db (blocks of 128, the default backward block).
+  Dim3 backward_grid(std::span<const ConcreteShape> in, const ConcreteShape& y) const {
+    return {ceil_div(in.size() < 2 ? y.numel() : in[0].numel() + in[1].numel(), 128), 1, 1};
+  }
 #endif
 };
 static_assert(RuntimeOp<matmul_op<float>>);

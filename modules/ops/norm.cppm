@@ -278,7 +278,12 @@ struct layer_norm_op {
   Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
     return pack_row_norm_backward<T>(*this, b);
   }
-  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+  /// One block a row (dx), then one per 32 columns (dweight and dbias), of 256 threads.
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const {
+    const std::int64_t d = ops_detail::product(attrs.normalized_shape);
+    return {ceil_div((d == 0 ? 0 : y.numel() / d) + (d + 31) / 32, 1), 1, 1};
+  }
+  Dim3 backward_block() const { return {256, 1, 1}; }
 #endif
 };
 static_assert(RuntimeOp<layer_norm_op<float>>);
@@ -328,7 +333,12 @@ struct rms_norm_op {
   Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
     return pack_row_norm_backward<T>(*this, b);
   }
-  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+  /// One block a row (dx), then one per 32 columns (dweight), of 256 threads.
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const {
+    const std::int64_t d = ops_detail::product(attrs.normalized_shape);
+    return {ceil_div((d == 0 ? 0 : y.numel() / d) + (d + 31) / 32, 1), 1, 1};
+  }
+  Dim3 backward_block() const { return {256, 1, 1}; }
 #endif
 };
 static_assert(RuntimeOp<rms_norm_op<float>>);
@@ -418,7 +428,11 @@ struct group_norm_op {
     }
     return g;
   }
-  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+  /// One block a (sample, group) (dx), then one per 8 channels of a group (dweight and dbias).
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const {
+    const std::int64_t per_group = attrs.num_groups == 0 ? 0 : attrs.num_channels / attrs.num_groups;
+    return {ceil_div((y.empty() ? 1 : y[0]) * attrs.num_groups + attrs.num_groups * ((per_group + 7) / 8), 1), 1, 1};
+  }
 #endif
 };
 static_assert(RuntimeOp<group_norm_op<float>>);

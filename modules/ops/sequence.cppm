@@ -5,6 +5,7 @@
 //   embedding_op<float>{.attrs = {.num_embeddings = 1000, .embedding_dim = 64}, .out = ...};
 //   attention_op<float>{.attrs = {.causal = true}, .out = ...};   // scale 1/sqrt(E)
 module;
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -107,7 +108,12 @@ struct embedding_op {
     }
     return g;
   }
-  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+  /// Threads for the columns of dweight times buckets of its rows (each thread scans every index):
+  /// up to 2^16 in all, in blocks of 128 (the default backward block).
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    return {ceil_div(std::min<std::int64_t>(attrs.num_embeddings * attrs.embedding_dim, std::int64_t{1} << 16), 128), 1,
+            1};
+  }
 #endif
 };
 static_assert(RuntimeOp<embedding_op<float>>);
@@ -232,10 +238,10 @@ struct attention_op {
     }
     return g;
   }
-  /// One block per batch entry.
+  /// One block per batch entry for each of dq, dk and dv.
   Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const {
     const std::int64_t matrix = y.rank() < 2 ? 0 : y.last() * y[y.rank() - 2];
-    return {ceil_div(matrix == 0 ? 1 : y.numel() / matrix, 1), 1, 1};
+    return {ceil_div(3 * (matrix == 0 ? 1 : y.numel() / matrix), 1), 1, 1};
   }
 #endif
 };

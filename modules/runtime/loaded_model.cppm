@@ -42,17 +42,34 @@ import :memory_plan;
 export namespace teeny {
 
 #if TEENY_TRAINING
-/// A backend `B` runs op `Op`'s backward: prepare_backward_kernel(op, args, backend) ->
+/// Prepares `op`'s backward kernel on `backend`: prepare_backward_kernel(op, args, backend, site)
+/// where the backend wants the LaunchSite (node, backward geometry), else without it.
+template <class B, class Op>
+  requires requires(B& backend, const Op& op, const typename Op::BackwardArgs& args, const LaunchSite& site) {
+    prepare_backward_kernel(op, args, backend, site);
+  } || requires(B& backend, const Op& op, const typename Op::BackwardArgs& args) {
+    prepare_backward_kernel(op, args, backend);
+  }
+auto prepare_backward_kernel_at(const Op& op, const typename Op::BackwardArgs& args, B& backend,
+                                const LaunchSite& site) {
+  if constexpr (requires { prepare_backward_kernel(op, args, backend, site); }) {
+    return prepare_backward_kernel(op, args, backend, site);
+  } else {
+    return prepare_backward_kernel(op, args, backend);
+  }
+}
+
+/// A backend `B` runs op `Op`'s backward: prepare_backward_kernel(op, args, backend[, site]) ->
 /// Result<State> once per plan, then run_backward_kernel(op, args, state, backend) per backward.
 template <class B, class Op>
-concept BackwardKernelFor =
-    BackwardOp<Op> && requires(B& backend, const Op& op, const typename Op::BackwardArgs& args) {
-      requires is_result_v<std::remove_cvref_t<decltype(prepare_backward_kernel(op, args, backend))>>;
-      requires requires(
-          typename std::remove_cvref_t<decltype(prepare_backward_kernel(op, args, backend))>::value_type& state) {
-        run_backward_kernel(op, args, state, backend);
-      };
-    };
+concept BackwardKernelFor = BackwardOp<Op> && requires(B& backend, const Op& op, const typename Op::BackwardArgs& args,
+                                                       const LaunchSite& site) {
+  requires is_result_v<std::remove_cvref_t<decltype(prepare_backward_kernel_at(op, args, backend, site))>>;
+  requires requires(
+      typename std::remove_cvref_t<decltype(prepare_backward_kernel_at(op, args, backend, site))>::value_type& state) {
+    run_backward_kernel(op, args, state, backend);
+  };
+};
 
 /// What decides a trainable model's next random draws (dropout masks): its seed and the number of
 /// training forwards it has run.
@@ -81,6 +98,13 @@ concept DeviceMemoryBackend = requires(B& backend, std::size_t bytes, void* to, 
   { backend.upload(to, from, bytes) } -> std::same_as<Result<void>>;
   { backend.download(to, from, bytes) } -> std::same_as<Result<void>>;
   { std::declval<typename B::Memory&>().data() } -> std::convertible_to<void*>;
+};
+
+/// A device backend that can train a model: besides its memory it zeroes that memory (gradient
+/// buffers, which backward adds to), in order with the kernels it runs.
+template <class B>
+concept DeviceTrainingBackend = DeviceMemoryBackend<B> && requires(B& backend, void* to, std::size_t bytes) {
+  { backend.zero(to, bytes) } -> std::same_as<Result<void>>;
 };
 
 /// A backend that can record a forward's kernel launches once and replay them as one (a CUDA
@@ -158,8 +182,9 @@ struct step_variant<B, std::variant<Ops...>> {
 #if TEENY_TRAINING
 template <class B, class Op>
 struct backward_state {
-  using type = typename std::remove_cvref_t<decltype(prepare_backward_kernel(
-      std::declval<const Op&>(), std::declval<const typename Op::BackwardArgs&>(), std::declval<B&>()))>::value_type;
+  using type = typename std::remove_cvref_t<decltype(prepare_backward_kernel_at(
+      std::declval<const Op&>(), std::declval<const typename Op::BackwardArgs&>(), std::declval<B&>(),
+      std::declval<const LaunchSite&>()))>::value_type;
 };
 
 // A backward plan step: the op's backward arguments and state, one per backward launch, and the
@@ -239,10 +264,10 @@ class LoadedModel {
     for (const auto& out : graph.outputs()) model.outputs_.push_back({out.name, model.lowered_.value_of(out.node)});
     model.input_nodes_.resize(model.inputs_.size());
 #if TEENY_TRAINING
-    if constexpr (DeviceMemoryBackend<Backend>) {
+    if constexpr (DeviceMemoryBackend<Backend> && !DeviceTrainingBackend<Backend>) {
       if (model.trainable()) {
-        return fail(Errc::unsupported, "a model lowered for training runs on the CPU backend only: training on a ",
-                    "device is planned");
+        return fail(Errc::unsupported, "a model lowered for training needs a backend that can zero its device ",
+                    "memory (DeviceTrainingBackend), and this one cannot");
       }
     }
     if (model.trainable()) {
@@ -261,11 +286,26 @@ class LoadedModel {
   /// Statistics of the plan in use.
   PlanStats stats() const { return current_->stats; }
 
-  /// Every parameter: its state_dict key, shape and dtype, in DAG order.
+  /// Every parameter: its state_dict key, shape and dtype, in DAG order. On a device backend these
+  /// are the host copies, as of the load, load_weights or the last download_parameters().
   std::vector<TensorRef> parameters() const {
     std::vector<TensorRef> refs;
     for (const auto& p : params_) refs.push_back(TensorRef::of(p.key, p.tensor));
     return refs;
+  }
+
+  /// Copies a device backend's parameters (moved by training: optimizer steps, batch norm's running
+  /// statistics) into the host copies that parameters() and save_weights read.
+  Result<void> download_parameters()
+    requires DeviceMemoryBackend<Backend>
+  {
+    for (Param& p : params_) {
+      if (p.tensor.bytes() == 0) continue;
+      if (auto copied = backend_->download(p.tensor.data(), p.device, p.tensor.bytes()); !copied) {
+        return std::move(copied).error().context(cat("parameter '", p.key, "'"));
+      }
+    }
+    return ok();
   }
 
   /// Turns per-step timing on or off; either way the counters restart from zero. Timing reads
@@ -382,7 +422,9 @@ class LoadedModel {
 #if TEENY_TRAINING
     if (trainable()) {
       // The output gradients start at zero: a loss writes those it has a gradient for.
-      for (const Port& port : outputs_) clear(current_->grads[port.node]);
+      for (const Port& port : outputs_) {
+        if (auto cleared = clear(current_->grads[port.node]); !cleared) return cleared;
+      }
       forward_ran_ = true;
     }
 #endif
@@ -544,7 +586,9 @@ class LoadedModel {
     if (!forward_ran_) return fail(Errc::invalid_argument, "backward() needs a forward() first");
     forward_ran_ = false;  // the activations a backward reads are the last forward's
     for (auto& step : current_->backward) {
-      for (const TensorBinding& grad : step.first_use) clear(grad);
+      for (const TensorBinding& grad : step.first_use) {
+        if (auto cleared = clear(grad); !cleared) return cleared;
+      }
       std::visit(
           [&]<class Op>(loaded_detail::BackwardStep<Backend, Op>& s) {
             if constexpr (BackwardKernelFor<Backend, Op>) {
@@ -554,18 +598,37 @@ class LoadedModel {
           },
           step.step);
     }
+    if constexpr (ReportsRunErrors<Backend>) return backend_->take_error();
     return ok();
   }
 
   /// Sets every parameter gradient to zero.
-  void zero_grad() {
+  void zero_grad()
+    requires(!DeviceMemoryBackend<Backend>)
+  {
     for (auto& p : params_) {
-      if (p.grad.bytes() != 0) std::memset(p.grad.data(), 0, p.grad.bytes());
+      if (p.trainable) std::memset(p.grad.data(), 0, p.grad.bytes());
     }
   }
+  /// Sets every parameter gradient to zero, in device memory (queued with the kernels).
+  Result<void> zero_grad()
+    requires DeviceMemoryBackend<Backend>
+  {
+    for (auto& p : params_) {
+      if (!p.trainable) continue;
+      if (auto cleared = clear({p.device_grad, p.tensor.dtype(), p.tensor.shape(), 0}); !cleared) {
+        return std::move(cleared).error().context(cat("the gradient of '", p.key, "'"));
+      }
+    }
+    return ok();
+  }
 
-  /// The trained parameters (buffers such as running statistics left out), in DAG order.
-  std::vector<ParameterGradient> parameter_gradients() {
+  /// The trained parameters (buffers such as running statistics left out), in DAG order, with
+  /// their gradients: host memory, which the optimizers of teeny.train update. (A device
+  /// backend's are in device_parameter_gradients().)
+  std::vector<ParameterGradient> parameter_gradients()
+    requires(!DeviceMemoryBackend<Backend>)
+  {
     std::vector<ParameterGradient> out;
     for (auto& p : params_) {
       if (!p.trainable) continue;
@@ -574,6 +637,59 @@ class LoadedModel {
                      {p.grad.data(), p.grad.dtype(), p.grad.shape(), 0}});
     }
     return out;
+  }
+  /// A device backend's trained parameters and their gradients, in device memory.
+  std::vector<ParameterGradient> device_parameter_gradients()
+    requires DeviceMemoryBackend<Backend>
+  {
+    std::vector<ParameterGradient> out;
+    for (auto& p : params_) {
+      if (!p.trainable) continue;
+      out.push_back({p.key,
+                     {p.device, p.tensor.dtype(), p.tensor.shape(), 0},
+                     {p.device_grad, p.tensor.dtype(), p.tensor.shape(), 0}});
+    }
+    return out;
+  }
+
+  /// Copies trained parameter `key`'s gradient into `out`, which must hold exactly its bytes: from
+  /// device memory on a device backend.
+  Result<void> copy_gradient(std::string_view key, std::span<std::byte> out) const {
+    for (const Param& p : params_) {
+      if (p.key != key) continue;
+      if (!p.trainable) return fail(Errc::invalid_argument, "parameter '", key, "' is not trained: it has no gradient");
+      if (out.size() != p.tensor.bytes()) {
+        return fail(Errc::invalid_argument, "the gradient of '", key, "' (", p.tensor.dtype(), " ", p.tensor.shape(),
+                    ") has ", p.tensor.bytes(), " bytes, but the buffer given for it has ", out.size());
+      }
+      if constexpr (DeviceMemoryBackend<Backend>) {
+        if (out.empty()) return ok();
+        return backend_->download(out.data(), p.device_grad, out.size());
+      } else {
+        std::memcpy(out.data(), p.grad.data(), out.size());
+        return ok();
+      }
+    }
+    return fail(Errc::not_found, "the model has no parameter '", key, "'");
+  }
+
+  /// Sets dL/d(output `name`) of the last forward from `grad` (exactly its bytes; a host buffer):
+  /// what a loss computed on the host hands to backward(). (output_grad gives where it lives.)
+  Result<void> set_output_grad(std::string_view name, std::span<const std::byte> grad) {
+    auto binding = output_grad(name);
+    if (!binding) return std::move(binding).error();
+    const std::size_t bytes = static_cast<std::size_t>(binding->shape.numel()) * size_of(binding->dtype);
+    if (grad.size() != bytes) {
+      return fail(Errc::invalid_argument, "the gradient of output '", name, "' (", binding->dtype, " ", binding->shape,
+                  ") has ", bytes, " bytes, but the buffer given for it has ", grad.size());
+    }
+    if (bytes == 0) return ok();
+    if constexpr (DeviceMemoryBackend<Backend>) {
+      return backend_->upload(binding->data, grad.data(), bytes);
+    } else {
+      std::memcpy(binding->data, grad.data(), bytes);
+      return ok();
+    }
   }
 #endif
 
@@ -585,6 +701,9 @@ class LoadedModel {
     bool trainable = false;  // training models: a gradient buffer, `grad`, of the same shape
     Tensor grad;
     void* device = nullptr;  // a device backend's copy, in device_params_, which kernels read
+#if TEENY_TRAINING
+    void* device_grad = nullptr;  // a device backend's gradient (trained parameters), in device_params_
+#endif
   };
   using Memory = typename loaded_detail::memory_of<Backend>::type;
 #if TEENY_TRAINING
@@ -630,16 +749,25 @@ class LoadedModel {
   Result<void> place_params() {
     if constexpr (DeviceMemoryBackend<Backend>) {
       constexpr std::size_t align = 256;
+      const auto aligned = [](std::size_t n) { return (n + align - 1) / align * align; };
       std::size_t bytes = 0;
-      for (const Param& p : params_) bytes += (p.tensor.bytes() + align - 1) / align * align;
+      for (const Param& p : params_) bytes += aligned(p.tensor.bytes()) * (p.trainable ? 2 : 1);  // and its gradient
       auto memory = backend_->allocate(bytes);
       if (!memory) return std::move(memory).error().context(cat("parameters (", bytes, " bytes)"));
       device_params_ = std::move(*memory);
       std::size_t offset = 0;
       for (Param& p : params_) {
         p.device = bytes_of(device_params_) + offset;
-        offset += (p.tensor.bytes() + align - 1) / align * align;
+        offset += aligned(p.tensor.bytes());
       }
+#if TEENY_TRAINING
+      for (Param& p : params_) {
+        if (!p.trainable) continue;
+        p.device_grad = bytes_of(device_params_) + offset;
+        offset += aligned(p.tensor.bytes());
+        if (auto zeroed = clear({p.device_grad, p.tensor.dtype(), p.tensor.shape(), 0}); !zeroed) return zeroed;
+      }
+#endif
     }
     return upload_params();
   }
@@ -1043,10 +1171,12 @@ class LoadedModel {
       Param param{lowered_.param_key(id, names[i]), id, std::move(*tensor), false, Tensor{}};
 #if TEENY_TRAINING
       if (trainable() && param_trainable(op, i)) {
-        auto grad = Tensor::zeros(param.tensor.dtype(), shapes[i]);
-        if (!grad) return std::move(grad).error().context(cat("gradient of '", param.key, "'"));
         param.trainable = true;
-        param.grad = std::move(*grad);
+        if constexpr (!DeviceMemoryBackend<Backend>) {  // a device's gradients are in its memory (place_params)
+          auto grad = Tensor::zeros(param.tensor.dtype(), shapes[i]);
+          if (!grad) return std::move(grad).error().context(cat("gradient of '", param.key, "'"));
+          param.grad = std::move(*grad);
+        }
       }
 #endif
       params_.push_back(std::move(param));
@@ -1097,8 +1227,24 @@ class LoadedModel {
   bool is_output(NodeId id) const {
     return std::any_of(outputs_.begin(), outputs_.end(), [&](const Port& p) { return p.node == id; });
   }
-  static void clear(const TensorBinding& t) {
-    if (t.data != nullptr) std::memset(t.data, 0, static_cast<std::size_t>(t.shape.numel()) * size_of(t.dtype));
+  // Zeroes a gradient buffer: through the backend on a device.
+  Result<void> clear(const TensorBinding& t) {
+    const std::size_t bytes = static_cast<std::size_t>(t.shape.numel()) * size_of(t.dtype);
+    if (t.data == nullptr || bytes == 0) return ok();
+    if constexpr (DeviceTrainingBackend<Backend>) {
+      return backend_->zero(t.data, bytes);
+    } else {
+      std::memset(t.data, 0, bytes);
+      return ok();
+    }
+  }
+  // The memory a trained parameter's gradient lives in: a device backend's own.
+  static void* grad_data(Param& p) {
+    if constexpr (DeviceMemoryBackend<Backend>) {
+      return p.device_grad;
+    } else {
+      return p.grad.data();
+    }
   }
 
   // Which DAG nodes a gradient flows through: those computed from a trained parameter that lead
@@ -1164,7 +1310,7 @@ class LoadedModel {
     for (auto& p : params_) {
       if (p.node != id) continue;
       params.push_back({kernel_data(p), p.tensor.dtype(), p.tensor.shape(), 0});
-      grad_params.push_back({p.trainable ? p.grad.data() : nullptr, p.tensor.dtype(), p.tensor.shape(), 0});
+      grad_params.push_back({p.trainable ? grad_data(p) : nullptr, p.tensor.dtype(), p.tensor.shape(), 0});
     }
     const BackwardBindings bindings{inputs, params, plan.values[id], plan.grads[id], grad_inputs, grad_params};
     return std::visit(
@@ -1189,7 +1335,8 @@ class LoadedModel {
                 return std::move(fits).error();
               auto args = pack_backward_args_for_launch(op, launch, bindings);
               if (!args) return std::move(args).error().context(cat("backward launch ", launch));
-              auto state = prepare_backward_kernel(op, *args, *backend_);
+              const LaunchSite site{node.name, launch, grid, backward_block(op)};
+              auto state = prepare_backward_kernel_at(op, *args, *backend_, site);
               if (!state) return std::move(state).error();
               step.args.push_back(*args);
               step.states.push_back(std::move(*state));

@@ -30,18 +30,6 @@ teeny::Graph built(teeny::Result<teeny::Graph> graph) {
 teeny::Graph lenet() { return built(models::lenet()); }
 teeny::Graph resnet18() { return built(models::resnet18(64)); }  // the fixture's 64x64 input
 
-// `t` repeated `times` along dim 0.
-teeny::Tensor repeated(const teeny::Tensor& t, std::int64_t times) {
-  teeny::ConcreteShape shape = t.shape();
-  shape[0] *= times;
-  auto out = teeny::Tensor::zeros(t.dtype(), shape);
-  REQUIRE(out);
-  for (std::int64_t i = 0; i < times; ++i) {
-    std::memcpy(out->data() + static_cast<std::size_t>(i) * t.bytes(), t.data(), t.bytes());
-  }
-  return std::move(*out);
-}
-
 struct Errors {
   double abs = 0;
   double rel = 0;        // |a - e| / |e| over elements with |e| >= 1e-3
@@ -73,7 +61,7 @@ Errors run_against_pytorch(const teeny::Graph& graph, const fixtures::Model& fx,
                            teeny::ConvAlgorithm conv = teeny::ConvAlgorithm::automatic) {
   CAPTURE(threads);
   CAPTURE(times);
-  const teeny::Tensor x = repeated(fx.x, times);
+  const teeny::Tensor x = fixtures::repeated(fx.x, times);
   auto model = teeny::load_cpu(graph, {{"batch", x.shape()[0]}}, {.threads = threads, .conv = conv});
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
   auto report = model->load_weights(fx.file, {.strict = false});

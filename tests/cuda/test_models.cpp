@@ -1,6 +1,7 @@
 // Whole models on the CUDA backend (load_cuda): without a GPU, the error that says why; with one,
 // the MLP, LeNet and ResNet-18 against the PyTorch fixtures, eagerly and by graph replay (which
-// must give eager's exact bits), and other batch sizes on plans of their own.
+// must give eager's exact bits), and other batch sizes on plans of their own; in training builds,
+// LeNet's gradients on the GPU against the CPU backend's.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -39,18 +40,6 @@ std::vector<float> logits_of(teeny::cuda::CudaModel& model, std::size_t count) {
   return out;
 }
 
-// `x` repeated `times` along dim 0.
-teeny::Tensor repeated(const teeny::Tensor& x, std::int64_t times) {
-  teeny::ConcreteShape shape = x.shape();
-  shape[0] *= times;
-  auto out = teeny::Tensor::zeros(x.dtype(), shape);
-  REQUIRE(out);
-  for (std::int64_t i = 0; i < times; ++i) {
-    std::memcpy(out->data() + static_cast<std::size_t>(i) * x.bytes(), x.data(), x.bytes());
-  }
-  return std::move(*out);
-}
-
 // Runs `graph` on the GPU at the fixture's batch repeated `times`, with its weights, eagerly and
 // then replayed; checks every copy of the logits against PyTorch's (|a - e| <= atol + rtol |e|)
 // and replay against eager bit for bit.
@@ -58,7 +47,7 @@ void check_model(const char* name, const teeny::Graph& graph, std::int64_t times
   CAPTURE(name);
   CAPTURE(times);
   const fixtures::Model fx = fixtures::model(name);
-  const teeny::Tensor x = repeated(fx.x, times);
+  const teeny::Tensor x = fixtures::repeated(fx.x, times);
   auto model = teeny::cuda::load_cuda(graph, {{"batch", x.shape()[0]}});
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
   auto loaded = model->load_weights(fx.file, {.strict = false});
@@ -133,5 +122,75 @@ TEST_CASE("cuda: a device model's errors name the input, the output and the size
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code() == teeny::Errc::dtype_mismatch);
   std::vector<float> small(3);
-  REQUIRE_FALSE(model->copy_output("logits", std::as_writable_bytes(std::span(small))));
+  auto short_buffer = model->copy_output("logits", std::as_writable_bytes(std::span(small)));
+  REQUIRE_FALSE(short_buffer);
+  CHECK(short_buffer.error().message().find("output 'logits'") != std::string::npos);
+  CHECK(short_buffer.error().message().find("has 80 bytes, but the buffer given for it has 12") != std::string::npos);
 }
+
+#if TEENY_TRAINING
+TEST_CASE("cuda: a model lowered for training gets the CPU's gradients on the GPU") {
+  const teeny::Graph graph = built(models::lenet_bn());  // with batch norm in the training phase
+  const fixtures::Model fx = fixtures::model("lenet");
+  const std::int64_t batch = fx.x.shape()[0];
+  if (teeny::cuda::device_count() == 0) {
+    auto refused = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message().find("CUDA device 0") != std::string::npos);
+    (void)have_gpu();
+    return;
+  }
+  auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}});
+  REQUIRE_MESSAGE(cpu, (cpu ? "" : cpu.error().to_string()));
+  REQUIRE(teeny::init_parameters(*cpu, 3));
+  auto gpu = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+  REQUIRE_MESSAGE(gpu, (gpu ? "" : gpu.error().to_string()));
+  const auto params = cpu->parameters();
+  auto source = teeny::ParamSource::of(params);
+  REQUIRE(source);
+  REQUIRE(gpu->load_weights(*source, {}));
+
+  // One forward and backward on each with the same dL/dlogits, in the training phase.
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
+  std::vector<float> dlogits(static_cast<std::size_t>(fx.logits.numel()));
+  for (std::size_t i = 0; i < dlogits.size(); ++i) dlogits[i] = 0.02F * static_cast<float>(i % 5) - 0.04F;
+  REQUIRE(cpu->forward(input));
+  auto ran = gpu->forward(input);
+  REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+  auto grad = cpu->output_grad("logits");
+  REQUIRE(grad);
+  std::memcpy(grad->data, dlogits.data(), dlogits.size() * sizeof(float));
+  REQUIRE(gpu->set_output_grad("logits", std::as_bytes(std::span(dlogits))));
+  REQUIRE(cpu->backward());
+  auto back = gpu->backward();
+  REQUIRE_MESSAGE(back, (back ? "" : back.error().to_string()));
+
+  // Every gradient within 1e-4 of its largest magnitude (f32 sums in another order).
+  for (const auto& want : cpu->parameter_gradients()) {
+    CAPTURE(want.key);
+    const auto count = static_cast<std::size_t>(want.grad.shape.numel());
+    std::vector<float> got(count);
+    auto copied = gpu->copy_gradient(want.key, std::as_writable_bytes(std::span(got)));
+    REQUIRE_MESSAGE(copied, (copied ? "" : copied.error().to_string()));
+    const auto* expected = static_cast<const float*>(want.grad.data);
+    double scale = 1e-6;
+    for (std::size_t i = 0; i < count; ++i) scale = std::max(scale, std::abs(static_cast<double>(expected[i])));
+    for (std::size_t i = 0; i < count; ++i) CHECK(std::abs(got[i] - expected[i]) <= 1e-4 * scale);
+  }
+  // The batch norm's running statistics moved on the GPU as on the CPU.
+  REQUIRE(gpu->download_parameters());
+  const auto moved = gpu->parameters();
+  const auto after = cpu->parameters();
+  int statistics = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (params[i].name.find("running_") == std::string::npos) continue;
+    ++statistics;
+    CAPTURE(params[i].name);
+    const auto n = params[i].data.size() / sizeof(float);
+    const auto* want = reinterpret_cast<const float*>(after[i].data.data());
+    const auto* got = reinterpret_cast<const float*>(moved[i].data.data());
+    for (std::size_t j = 0; j < n; ++j) CHECK(std::abs(got[j] - want[j]) <= 1e-5 * (1 + std::abs(want[j])));
+  }
+  CHECK(statistics == 4);  // bn1 and bn2: running mean and variance
+}
+#endif

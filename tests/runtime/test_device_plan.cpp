@@ -7,6 +7,7 @@
 // same model on the plain CPU backend.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -38,9 +39,11 @@ struct Site {
   teeny::Dim3 block;
 };
 
-class HostDevice {
+// `Trains`: it also zeroes its memory and runs backward kernels (a DeviceTrainingBackend).
+template <bool Trains>
+class HostDeviceOf {
  public:
-  explicit HostDevice(teeny::CpuContext cpu) : cpu(std::move(cpu)) {}
+  explicit HostDeviceOf(teeny::CpuContext cpu) : cpu(std::move(cpu)) {}
 
   using Memory = DeviceMemory;
   teeny::Result<DeviceMemory> allocate(std::size_t bytes) {
@@ -64,6 +67,16 @@ class HostDevice {
     ++downloads;
     return teeny::ok();
   }
+
+  teeny::Result<void> zero(void* to, std::size_t bytes)
+    requires Trains
+  {
+    REQUIRE(on_device(to, bytes));
+    std::memset(to, 0, bytes);
+    ++zeroed;
+    return teeny::ok();
+  }
+  void set_phase(const teeny::RunPhase& phase) { cpu.set_phase(phase); }
 
   using Graph = std::vector<std::function<void()>>;
   teeny::Result<void> begin_capture() {
@@ -109,21 +122,26 @@ class HostDevice {
   int launches = 0;  // run eagerly (not recorded)
   int captures = 0;
   int replays = 0;
+  int zeroed = 0;
+  int backward_launches = 0;
 
  private:
   std::vector<std::pair<const std::byte*, std::size_t>> ranges_;
 };
 
+using HostDevice = HostDeviceOf<true>;
+
 // Every standard op runs on HostDevice through its CPU kernel.
-template <class Op>
+template <class Op, bool Trains>
   requires teeny::KernelFor<teeny::CpuContext, Op>
-auto prepare_kernel(const Op& op, const typename Op::Args& args, HostDevice& device, const teeny::LaunchSite& site) {
+auto prepare_kernel(const Op& op, const typename Op::Args& args, HostDeviceOf<Trains>& device,
+                    const teeny::LaunchSite& site) {
   device.sites.push_back({std::string(site.node), site.launch, site.grid, site.block});
   return teeny::prepare_kernel_at(op, args, device.cpu, site);
 }
-template <class Op, class State>
+template <class Op, class State, bool Trains>
   requires teeny::KernelFor<teeny::CpuContext, Op>
-void run_kernel(const Op& op, const typename Op::Args& args, State& state, HostDevice& device) {
+void run_kernel(const Op& op, const typename Op::Args& args, State& state, HostDeviceOf<Trains>& device) {
   if (device.fail_launches) {
     if (!device.error) device.error = teeny::Error(teeny::Errc::device, "the device refused a launch");
     return;
@@ -136,9 +154,27 @@ void run_kernel(const Op& op, const typename Op::Args& args, State& state, HostD
   run_kernel(op, args, state, device.cpu);
 }
 
+#if TEENY_TRAINING
+// And every backward, through the CPU's backward kernels, told its node and backward geometry.
+template <class Op>
+  requires teeny::BackwardKernelFor<teeny::CpuContext, Op>
+auto prepare_backward_kernel(const Op& op, const typename Op::BackwardArgs& args, HostDevice& device,
+                             const teeny::LaunchSite& site) {
+  device.sites.push_back({std::string(site.node), site.launch, site.grid, site.block});
+  return prepare_backward_kernel(op, args, device.cpu);
+}
+template <class Op, class State>
+  requires teeny::BackwardKernelFor<teeny::CpuContext, Op>
+void run_backward_kernel(const Op& op, const typename Op::BackwardArgs& args, State& state, HostDevice& device) {
+  ++device.backward_launches;
+  run_backward_kernel(op, args, state, device.cpu);
+}
+#endif
+
 using Model = teeny::LoadedModel<HostDevice, teeny::standard_ops<float>>;
 static_assert(teeny::DeviceMemoryBackend<HostDevice> && teeny::GraphBackend<HostDevice> &&
               teeny::ReportsRunErrors<HostDevice>);
+static_assert(teeny::DeviceTrainingBackend<HostDevice> && !teeny::DeviceTrainingBackend<HostDeviceOf<false>>);
 static_assert(!teeny::DeviceMemoryBackend<teeny::CpuContext> && !teeny::GraphBackend<teeny::CpuContext>);
 
 Model load(const teeny::Graph& graph, std::int64_t batch) {
@@ -333,13 +369,98 @@ TEST_CASE("device plan: a refused copy or launch comes back from forward as an e
 }
 
 #if TEENY_TRAINING
-TEST_CASE("device plan: a model lowered for training is refused on a device backend, saying so") {
+namespace fake {
+// The same weights in a CPU model and a device model, both lowered for training.
+void copy_weights(const teeny::CpuModel& from, Model& to) {
+  const auto params = from.parameters();
+  auto source = teeny::ParamSource::of(params);
+  REQUIRE(source);
+  auto loaded = to.load_weights(*source, {});
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+}
+}  // namespace fake
+
+TEST_CASE("device plan: a model lowered for training trains on a device backend as on the CPU backend") {
+  for (const char* name : {"mlp", "lenet"}) {
+    CAPTURE(name);
+    auto fx = fixtures::model(name);
+    // (LeNet with batch norm: its training phase and running statistics.)
+    const teeny::Graph graph = fake::built(std::string(name) == "mlp" ? models::mlp() : models::lenet_bn());
+    const std::int64_t batch = fx.x.shape()[0];
+    auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}}, {.threads = 1});
+    REQUIRE_MESSAGE(cpu, (cpu ? "" : cpu.error().to_string()));
+    REQUIRE(teeny::init_parameters(*cpu, 5));
+    auto lowered = teeny::standard_lowering<float>{}.lower(graph, teeny::LoweringMode::training);
+    REQUIRE(lowered);
+    auto loaded =
+        fake::Model::load(graph, std::move(*lowered), fake::HostDevice(teeny::CpuContext{}), {{"batch", batch}});
+    REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+    fake::Model& device_model = *loaded;
+    fake::copy_weights(*cpu, device_model);
+    auto& device = device_model.backend();
+    // The gradients were zeroed in device memory at load, one buffer per trained parameter.
+    const auto trained = device_model.device_parameter_gradients();
+    REQUIRE(trained.size() == cpu->parameter_gradients().size());
+    for (const auto& p : trained) CHECK(device.on_device(p.grad.data, 1));
+
+    // Two forward/backward passes with the same dL/dlogits: gradients accumulate, as on the CPU.
+    const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
+    std::vector<float> dlogits(static_cast<std::size_t>(fx.logits.numel()));
+    for (std::size_t i = 0; i < dlogits.size(); ++i) dlogits[i] = 0.01F * static_cast<float>(i % 7) - 0.03F;
+    for (int pass = 0; pass < 2; ++pass) {
+      REQUIRE(cpu->forward(input));
+      REQUIRE(device_model.forward(input));
+      auto grad = cpu->output_grad("logits");
+      REQUIRE(grad);
+      std::memcpy(grad->data, dlogits.data(), dlogits.size() * sizeof(float));
+      REQUIRE(device_model.set_output_grad("logits", std::as_bytes(std::span(dlogits))));
+      REQUIRE(cpu->backward());
+      auto ran = device_model.backward();
+      REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+    }
+    CHECK(device.backward_launches > 0);
+    CHECK(device.zeroed > 0);
+    for (const auto& want : cpu->parameter_gradients()) {
+      CAPTURE(want.key);
+      const auto bytes = static_cast<std::size_t>(want.grad.shape.numel()) * sizeof(float);
+      std::vector<float> got(bytes / sizeof(float));
+      REQUIRE(device_model.copy_gradient(want.key, std::as_writable_bytes(std::span(got))));
+      CHECK(std::memcmp(got.data(), want.grad.data, bytes) == 0);  // the same kernels, bit for bit
+    }
+
+    // zero_grad clears them on the device; a buffer of the wrong size is refused, naming the key.
+    REQUIRE(device_model.zero_grad());
+    const auto& first = trained.front();
+    std::vector<float> zeros(static_cast<std::size_t>(first.grad.shape.numel()), 1.0F);
+    REQUIRE(device_model.copy_gradient(first.key, std::as_writable_bytes(std::span(zeros))));
+    CHECK(std::all_of(zeros.begin(), zeros.end(), [](float v) { return v == 0.0F; }));
+    zeros.pop_back();
+    auto refused = device_model.copy_gradient(first.key, std::as_writable_bytes(std::span(zeros)));
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message().find(std::string(first.key)) != std::string::npos);
+
+    // download_parameters brings the device's parameters back to the host copies.
+    REQUIRE(device_model.download_parameters());
+    const auto host = device_model.parameters();
+    const auto reference = cpu->parameters();
+    REQUIRE(host.size() == reference.size());
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      CAPTURE(host[i].name);
+      REQUIRE(host[i].data.size() == reference[i].data.size());
+      CHECK(std::memcmp(host[i].data.data(), reference[i].data.data(), host[i].data.size()) == 0);
+    }
+  }
+}
+
+TEST_CASE("device plan: a model lowered for training is refused on a device backend that cannot zero memory") {
   const teeny::Graph graph = fake::built(models::mlp());
   auto lowered = teeny::standard_lowering<float>{}.lower(graph, teeny::LoweringMode::training);
   REQUIRE(lowered);
-  auto model = fake::Model::load(graph, std::move(*lowered), fake::HostDevice(teeny::CpuContext{}), {{"batch", 2}});
+  using InferenceOnly = teeny::LoadedModel<fake::HostDeviceOf<false>, teeny::standard_ops<float>>;
+  auto model =
+      InferenceOnly::load(graph, std::move(*lowered), fake::HostDeviceOf<false>(teeny::CpuContext{}), {{"batch", 2}});
   REQUIRE_FALSE(model);
   CHECK(model.error().code() == teeny::Errc::unsupported);
-  CHECK(model.error().message().find("training on a device is planned") != std::string::npos);
+  CHECK(model.error().message().find("zero its device memory") != std::string::npos);
 }
 #endif

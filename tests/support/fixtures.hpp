@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -97,6 +98,18 @@ inline void check_near(const teeny::TensorBinding& actual, const std::vector<dou
                                     << ", expected " << (first_bad >= 0 ? expected[first_bad] : 0.0) << " (" << bad
                                     << " of " << expected.size() << " differ)");
   CHECK(bad == 0);
+}
+
+/// `t` repeated `times` along dim 0 (a fixture's batch made larger).
+inline teeny::Tensor repeated(const teeny::Tensor& t, std::int64_t times) {
+  teeny::ConcreteShape shape = t.shape();
+  shape[0] *= times;
+  auto out = teeny::Tensor::zeros(t.dtype(), shape);
+  REQUIRE(out);
+  for (std::int64_t i = 0; i < times; ++i) {
+    std::memcpy(out->data() + static_cast<std::size_t>(i) * t.bytes(), t.data(), t.bytes());
+  }
+  return std::move(*out);
 }
 
 }  // namespace fixtures
