@@ -23,6 +23,13 @@ Run with Debian's PyTorch (1.13): /usr/bin/python3, not the first python3 on PAT
       the wall time of one training epoch of Fashion-MNIST's 60k images (Debian's
       dataset-fashion-mnist) at batch 64 with AdamW lr 1e-3, shuffled, as the demo trains (the
       test-set evaluation not counted), printed as one JSON line with "mode": "epoch".
+  bench_peers.py gpu-time [--seconds S]
+      (on a GPU machine, with its PyTorch) times the GPU benchmarks' models as bench-cuda times
+      teeny's: the MLP at batch 64 and ResNet-18 (224 x 224) at batch 1 and 64, f32 (TF32 off for
+      matmuls and cuDNN), per forward with the input copied from pageable host memory and the
+      logits copied back, eagerly and replaying a CUDA graph (torch.cuda.graph); prints one JSON
+      line per model, batch and mode: {"runtime": "pytorch-cuda", "model", "batch", "mode",
+      "p50_ms", "images_per_s", "version", "gpu"}.
   bench_peers.py teeny-json FILE
       turns Google Benchmark's JSON (bench-models --benchmark_format=json) into the same lines, for
       "runtime": "teeny" (an "error" field instead of times for a skipped model).
@@ -292,6 +299,47 @@ def table(path):
         print(f"{runtime} {model} batch {batch} threads {threads}: {error}")
 
 
+def time_pytorch_gpu(seconds):
+    torch, fixtures = import_torch()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    device = torch.device("cuda")
+    for name, batch in [("mlp", 64), ("resnet18", 1), ("resnet18", 64)]:
+        model = build_model(torch, fixtures, name).to(device)
+        host = example_input(torch, name, batch)
+        static_x = host.to(device)
+        with torch.inference_mode():
+            # The graph records the forward on static buffers; a replay reads static_x's new values.
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(3):
+                    model(static_x)
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_y = model(static_x)
+            for mode in ("eager", "replay"):
+                samples = []
+
+                def forward(record):
+                    start = time.perf_counter_ns()
+                    if mode == "eager":
+                        model(host.to(device)).cpu()
+                    else:
+                        static_x.copy_(host)
+                        graph.replay()
+                        static_y.cpu()
+                    if record:
+                        samples.append((time.perf_counter_ns() - start) / 1e6)
+
+                warm_then_time(forward, seconds)
+                p50 = statistics.median(samples)
+                print(json.dumps({"runtime": "pytorch-cuda", "model": name, "batch": batch, "mode": mode,
+                                  "p50_ms": p50, "images_per_s": batch / (p50 / 1e3), "version": torch.__version__,
+                                  "gpu": torch.cuda.get_device_name(0)}), flush=True)
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "export":
         return export(argv[1])
@@ -308,6 +356,9 @@ def main(argv):
         opts = dict(zip(argv[1::2], argv[2::2]))
         return time_pytorch_training(opts["--model"], int(opts["--batch"]), int(opts["--threads"]),
                                      float(opts.get("--seconds", "2")))
+    if argv and argv[0] == "gpu-time":
+        opts = dict(zip(argv[1::2], argv[2::2]))
+        return time_pytorch_gpu(float(opts.get("--seconds", "1")))
     if argv and argv[0] == "time":
         opts = dict(zip(argv[1::2], argv[2::2]))
         return time_pytorch(opts["--model"], int(opts["--batch"]), int(opts["--threads"]),

@@ -12,6 +12,7 @@
 
 #include "math/elementwise.hpp"
 #include "math/half.hpp"
+#include "math/optimizer.hpp"
 #include "math/pool.hpp"
 #include "math/reduce.hpp"
 #include "math/shape.hpp"
@@ -258,5 +259,31 @@ using EmbeddingBackwardParamList =
 template <class T>
 using AttentionBackwardParamList =
     BackwardParams<AttentionParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
+
+// Optimizer kernels (training builds' device optimizers): one launch per parameter, n elements.
+
+/// The type a parameter of element type T is updated in: f64 for f64, f32 for the others (a 16-bit
+/// parameter's f32 master copy and optimizer state).
+template <class T>
+using update_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+/// Adam / AdamW: param, grad, master (update_t copy of a 16-bit param, or null: the update reads
+/// and writes param), exp_avg, exp_avg_sq, max_exp_avg_sq (or null: no amsgrad), the step's
+/// scalars, n, the gradient's multiplier (a loss scale's inverse, else 1), found_inf (a flag a
+/// step is skipped on, or null).
+template <class T>
+using AdamParamList = ParamList<T*, const T*, update_t<T>*, update_t<T>*, update_t<T>*, update_t<T>*,
+                                math::AdamStep<update_t<T>>, std::int64_t, update_t<T>, const std::uint32_t*>;
+
+/// SGD: param, grad, master (or null), momentum buffer (or null: no momentum), whether the buffer
+/// holds a previous step's (else it starts as the gradient), the scalars, n, the gradient's
+/// multiplier, found_inf (or null).
+template <class T>
+using SgdParamList = ParamList<T*, const T*, update_t<T>*, update_t<T>*, std::uint32_t, math::SgdStep<update_t<T>>,
+                               std::int64_t, update_t<T>, const std::uint32_t*>;
+
+/// Sets *found_inf to 1 when any of the n gradient values is infinite or NaN (loss scaling).
+template <class T>
+using NonFiniteParamList = ParamList<const T*, std::int64_t, std::uint32_t*>;
 
 }  // namespace teeny::cuda_kernels

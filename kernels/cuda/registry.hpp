@@ -23,5 +23,6 @@ KernelTable norm_kernels() noexcept;
 KernelTable linear_kernels() noexcept;
 KernelTable conv_kernels() noexcept;
 KernelTable sequence_kernels() noexcept;
+KernelTable optimizer_kernels() noexcept;
 
 }  // namespace teeny::cuda_kernels

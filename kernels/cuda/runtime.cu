@@ -123,8 +123,9 @@ int graph_executable_destroy(void* executable) noexcept {
 namespace {
 // Every family's entry points, in one list (kernel_count / kernel_name index it).
 const KernelTable* families(std::size_t& count) noexcept {
-  static const KernelTable tables[] = {elementwise_kernels(), shape_kernels(),  pool_kernels(), reduce_kernels(),
-                                       norm_kernels(),        linear_kernels(), conv_kernels(), sequence_kernels()};
+  static const KernelTable tables[] = {elementwise_kernels(), shape_kernels(),    pool_kernels(),
+                                       reduce_kernels(),      norm_kernels(),     linear_kernels(),
+                                       conv_kernels(),        sequence_kernels(), optimizer_kernels()};
   count = sizeof tables / sizeof tables[0];
   return tables;
 }

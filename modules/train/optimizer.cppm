@@ -39,6 +39,8 @@ module;
 #include <range/v3/view/enumerate.hpp>
 #include <range/v3/view/iota.hpp>
 #include <range/v3/view/zip.hpp>
+
+#include "math/optimizer.hpp"
 export module teeny.train:optimizer;
 import teeny.core;
 import teeny.io;
@@ -300,10 +302,9 @@ class Sgd : public ParamGroups<T, SgdOptions> {
   void step() {
     for (std::size_t g = 0; g < this->n_groups(); ++g) {
       const SgdOptions& o = this->options_[g];
-      const T weight_decay = static_cast<T>(o.weight_decay);
-      const T momentum = static_cast<T>(o.momentum);
-      const T keep = static_cast<T>(1 - o.dampening);
-      const T neg_lr = static_cast<T>(-o.lr);
+      const math::SgdStep<T> scalars{
+          static_cast<T>(o.weight_decay), static_cast<T>(o.momentum), static_cast<T>(1 - o.dampening),
+          static_cast<T>(-o.lr),          o.weight_decay != 0,        o.nesterov};
       const std::size_t b = this->begin_[g];
       const std::size_t n = this->begin_[g + 1] - b;
       for (auto&& [p, s] :
@@ -313,13 +314,7 @@ class Sgd : public ParamGroups<T, SgdOptions> {
         T* buf = o.momentum != 0 ? reinterpret_cast<T*>(s.buffer.data()) : nullptr;
         const std::int64_t count = p.value.numel();
         for (std::int64_t j = 0; j < count; ++j) {
-          T d = grad[j];
-          if (o.weight_decay != 0) d = d + weight_decay * value[j];
-          if (buf != nullptr) {
-            buf[j] = s.has_buffer ? buf[j] * momentum + keep * d : d;
-            d = o.nesterov ? d + momentum * buf[j] : buf[j];
-          }
-          value[j] = value[j] + neg_lr * d;
+          math::sgd_update(value[j], grad[j], buf != nullptr ? buf + j : nullptr, s.has_buffer, scalars);
         }
         s.has_buffer = buf != nullptr;
       }
@@ -409,53 +404,27 @@ class AdamFamily : public ParamGroups<T, Options> {
   void step() {
     for (std::size_t g = 0; g < this->n_groups(); ++g) {
       const Options& o = this->options_[g];
-      const T beta1 = static_cast<T>(o.beta1);
-      const T beta2 = static_cast<T>(o.beta2);
-      const T one_minus_beta1 = static_cast<T>(1 - o.beta1);
-      const T one_minus_beta2 = static_cast<T>(1 - o.beta2);
-      const T weight_decay = static_cast<T>(o.weight_decay);
-      const T decay = static_cast<T>(1 - o.lr * o.weight_decay);
-      const T eps = static_cast<T>(o.eps);
       const std::size_t b = this->begin_[g];
       const std::size_t n = this->begin_[g + 1] - b;
       for (auto&& [p, s] :
            ranges::views::zip(std::span(this->params_).subspan(b, n), std::span(state_).subspan(b, n))) {
         s.step += 1;
-        // The scalars in double, as PyTorch computes them in Python.
-        const auto step = static_cast<double>(s.step);
-        const double bias_correction1 = 1 - std::pow(o.beta1, step);
-        const double bias_correction2 = 1 - std::pow(o.beta2, step);
-        const T neg_step_size = static_cast<T>(-(o.lr / bias_correction1));
-        const T bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
+        const auto scalars = math::make_adam_step<T>(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, Decoupled, s.step);
         T* __restrict value = p.value.data;
         const T* __restrict grad = p.grad.data;
         T* __restrict m = reinterpret_cast<T*>(s.exp_avg.data());
         T* __restrict v = reinterpret_cast<T*>(s.exp_avg_sq.data());
         T* __restrict v_max = o.amsgrad ? reinterpret_cast<T*>(s.max_exp_avg_sq.data()) : nullptr;
         const std::int64_t count = p.value.numel();
-        const bool l2 = !Decoupled && o.weight_decay != 0;
-        // One element's update; `second` gives the second moment the denominator uses. The
-        // elementwise sqrt is std::sqrt's IEEE result without errno, so that the loops vectorise.
-        const auto update = [&](std::int64_t j, auto second) {
-          T gj = grad[j];
-          if constexpr (Decoupled) {
-            value[j] = value[j] * decay;
-          } else {
-            if (l2) gj = gj + weight_decay * value[j];
-          }
-          m[j] = m[j] * beta1 + one_minus_beta1 * gj;
-          v[j] = v[j] * beta2 + one_minus_beta2 * gj * gj;
-          const T denominator = __builtin_elementwise_sqrt(second(j)) / bias_correction2_sqrt + eps;
-          value[j] = value[j] + neg_step_size * m[j] / denominator;
-        };
+        // The elementwise sqrt is std::sqrt's IEEE result without errno, so that the loop vectorises
+        // (one loop per case: without amsgrad's maximum it does).
+        const auto sqrt = [](T x) { return __builtin_elementwise_sqrt(x); };
         if (v_max == nullptr) {
-          for (std::int64_t j = 0; j < count; ++j) update(j, [&](std::int64_t k) { return v[k]; });
+          for (std::int64_t j = 0; j < count; ++j)
+            math::adam_update(value[j], grad[j], m[j], v[j], nullptr, scalars, sqrt);
         } else {
           for (std::int64_t j = 0; j < count; ++j) {
-            update(j, [&](std::int64_t k) {
-              if (std::isnan(v[k]) || v[k] > v_max[k]) v_max[k] = v[k];  // torch.maximum propagates NaN
-              return v_max[k];
-            });
+            math::adam_update(value[j], grad[j], m[j], v[j], v_max + j, scalars, sqrt);
           }
         }
       }

@@ -1,6 +1,7 @@
 // teeny.train — training support, compiled only with -Dtraining=true (TEENY_TRAINING): parameters
 // and gradient clipping, PyTorch's losses with their gradients, SGD / Adam / AdamW over parameter
-// groups with checkpointable state, learning-rate schedules and a seeded mini-batch sampler.
+// groups with checkpointable state, learning-rate schedules and a seeded mini-batch sampler; and
+// the same optimizers for a model trained on the GPU (:device_optimizer, in teeny::cuda).
 //
 //   auto opt = Sgd<float>::create(params, {.lr = 0.1, .momentum = 0.9});
 //   auto sampler = BatchSampler::create(n, 64, /*seed=*/1);
@@ -18,3 +19,4 @@ export import :optimizer;
 export import :schedule;
 export import :data;
 export import :model;
+export import :device_optimizer;

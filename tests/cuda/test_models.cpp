@@ -1,7 +1,8 @@
 // Whole models on the CUDA backend (load_cuda): without a GPU, the error that says why; with one,
 // the MLP, LeNet and ResNet-18 against the PyTorch fixtures, eagerly and by graph replay (which
 // must give eager's exact bits), and other batch sizes on plans of their own; in training builds,
-// LeNet's gradients on the GPU against the CPU backend's.
+// LeNet's gradients on the GPU against the CPU backend's, and the device optimizers (AdamW against
+// the CPU's, bf16 master weights, f16 loss scaling).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -192,5 +194,176 @@ TEST_CASE("cuda: a model lowered for training gets the CPU's gradients on the GP
     for (std::size_t j = 0; j < n; ++j) CHECK(std::abs(got[j] - want[j]) <= 1e-5 * (1 + std::abs(want[j])));
   }
   CHECK(statistics == 4);  // bn1 and bn2: running mean and variance
+}
+
+namespace {
+// One forward and backward of `model` (CPU or GPU) on the LeNet fixture's input, with dL/dlogits
+// `dlogits`.
+template <class M>
+void forward_backward(M& model, const teeny::Tensor& x, std::span<const float> dlogits) {
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", x)};
+  auto ran = model.forward(input);
+  REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+  REQUIRE(model.set_output_grad("logits", std::as_bytes(dlogits)));
+  auto back = model.backward();
+  REQUIRE_MESSAGE(back, (back ? "" : back.error().to_string()));
+}
+
+// The parameters of `model` as f64, by key (a GPU model's downloaded first).
+template <class T>
+std::vector<std::vector<double>> parameter_values(teeny::cuda::CudaModelOf<T>& model) {
+  REQUIRE(model.download_parameters());
+  std::vector<std::vector<double>> out;
+  for (const teeny::TensorRef& p : model.parameters()) {
+    const auto* data = reinterpret_cast<const T*>(p.data.data());
+    std::vector<double> values(p.data.size() / sizeof(T));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      values[i] =
+          static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, double>, double, float>>(data[i]));
+    }
+    out.push_back(std::move(values));
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("cuda: the device optimizers refuse bad options before touching a GPU") {
+  auto scaler = teeny::cuda::GradScaler::create({.init_scale = -1});
+  REQUIRE_FALSE(scaler);
+  CHECK(scaler.error().code() == teeny::Errc::invalid_argument);
+  CHECK(scaler.error().message().find("init_scale > 0") != std::string::npos);
+}
+
+TEST_CASE("cuda: AdamW steps on the GPU match the CPU AdamW's") {
+  if (!have_gpu()) return;
+  const teeny::Graph graph = built(models::lenet_bn());
+  const fixtures::Model fx = fixtures::model("lenet");
+  const std::int64_t batch = fx.x.shape()[0];
+  std::vector<float> dlogits(static_cast<std::size_t>(fx.logits.numel()));
+  for (std::size_t i = 0; i < dlogits.size(); ++i) dlogits[i] = 0.02F * static_cast<float>(i % 5) - 0.04F;
+
+  // f32: three AdamW steps (weight decay, bias corrections moving), the same on both.
+  auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}});
+  REQUIRE(cpu);
+  REQUIRE(teeny::init_parameters(*cpu, 4));
+  auto gpu = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+  REQUIRE_MESSAGE(gpu, (gpu ? "" : gpu.error().to_string()));
+  const auto initial = cpu->parameters();
+  auto source = teeny::ParamSource::of(initial);
+  REQUIRE(source);
+  REQUIRE(gpu->load_weights(*source, {}));
+  auto params = teeny::trainable_parameters<float>(*cpu);
+  REQUIRE(params);
+  auto cpu_opt = teeny::AdamW<float>::create(*params, {.lr = 1e-2});
+  REQUIRE(cpu_opt);
+  auto gpu_opt = teeny::cuda::AdamW<float>::create(*gpu, {.lr = 1e-2});
+  REQUIRE_MESSAGE(gpu_opt, (gpu_opt ? "" : gpu_opt.error().to_string()));
+  for (int step = 0; step < 3; ++step) {
+    forward_backward(*cpu, fx.x, dlogits);
+    forward_backward(*gpu, fx.x, dlogits);
+    cpu_opt->step();
+    REQUIRE(gpu_opt->step());
+    cpu_opt->zero_grad();
+    REQUIRE(gpu_opt->zero_grad());
+  }
+  const auto got = parameter_values(*gpu);
+  const auto want = cpu->parameters();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t p = 0; p < want.size(); ++p) {
+    CAPTURE(want[p].name);
+    const auto* w = reinterpret_cast<const float*>(want[p].data.data());
+    for (std::size_t i = 0; i < got[p].size(); ++i) CHECK(std::abs(got[p][i] - w[i]) <= 1e-4 * (1 + std::abs(w[i])));
+  }
+}
+
+TEST_CASE("cuda: a bf16 model steps through f32 master weights, and f16 loss scaling skips an overflow") {
+  if (!have_gpu()) return;
+  const teeny::Graph graph = built(models::mlp());
+  const fixtures::Model fx = fixtures::model("mlp");
+  const std::int64_t batch = fx.x.shape()[0];
+  auto x32 = fx.x.view<float>();
+  REQUIRE(x32);
+  const auto x_as = [&]<class T>() {
+    std::vector<T> out;
+    for (const float v : x32->span()) out.push_back(T(v));
+    return out;
+  };
+  const auto grad_as = [&]<class T>(float scale) {
+    std::vector<T> out(static_cast<std::size_t>(fx.logits.numel()));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = T(scale * (0.05F * static_cast<float>(i % 3) - 0.05F));
+    return out;
+  };
+
+  // bf16 SGD, 8 steps on one backward's gradients: the f32 master copy moves by -lr g each step
+  // and the weights are it rounded, so steps smaller than half a bf16 ulp still add up (updated in
+  // place, such weights would never move).
+  {
+    using teeny::bf16;
+    auto model = teeny::cuda::load_cuda_for_training<bf16>(graph, {{"batch", batch}});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    REQUIRE(model->load_weights(fx.file, {.strict = false}));  // f32 weights, rounded to bf16
+    const auto before = parameter_values(*model);
+    const std::vector<bf16> x = x_as.template operator()<bf16>();
+    const std::vector<bf16> dlogits = grad_as.template operator()<bf16>(1.0F);
+    const teeny::TensorRef input[] = {teeny::TensorRef::of<bf16>("x", x, fx.x.shape())};
+    REQUIRE(model->forward(input));
+    REQUIRE(model->set_output_grad("logits", std::as_bytes(std::span(dlogits))));
+    REQUIRE(model->backward());
+    const double lr = 1e-2;
+    auto sgd = teeny::cuda::Sgd<bf16>::create(*model, {.lr = lr});
+    REQUIRE_MESSAGE(sgd, (sgd ? "" : sgd.error().to_string()));
+    for (int step = 0; step < 8; ++step) REQUIRE(sgd->step());
+    const auto after = parameter_values(*model);
+    const auto keys = model->parameters();
+    for (std::size_t p = 0; p < keys.size(); ++p) {
+      CAPTURE(keys[p].name);
+      std::vector<bf16> g(before[p].size());
+      REQUIRE(model->copy_gradient(keys[p].name, std::as_writable_bytes(std::span(g))));
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        float master = static_cast<float>(before[p][i]);
+        for (int step = 0; step < 8; ++step) master = master + static_cast<float>(-lr) * static_cast<float>(g[i]);
+        const double want = static_cast<float>(bf16(master));
+        const double ulp = std::max(std::abs(want), 1e-30) * 0x1p-7;  // one bf16 ulp, at most
+        CHECK(std::abs(after[p][i] - want) <= ulp);
+      }
+    }
+  }
+
+  // f16 with a GradScaler: the first gradients, scaled by 65536, overflow; the step is skipped (the
+  // weights unchanged) and the scale halved, until a step is taken.
+  {
+    using teeny::f16;
+    auto model = teeny::cuda::load_cuda_for_training<f16>(graph, {{"batch", batch}});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    REQUIRE(model->load_weights(fx.file, {.strict = false}));
+    const std::vector<f16> x = x_as.template operator()<f16>();
+    const teeny::TensorRef input[] = {teeny::TensorRef::of<f16>("x", x, fx.x.shape())};
+    auto scaler = teeny::cuda::GradScaler::create();
+    REQUIRE(scaler);
+    auto adamw = teeny::cuda::AdamW<f16>::create(*model, {.lr = 1e-3});
+    REQUIRE_MESSAGE(adamw, (adamw ? "" : adamw.error().to_string()));
+    int skipped = 0;
+    bool stepped = false;
+    for (int step = 0; step < 24 && !stepped; ++step) {
+      const auto before = parameter_values(*model);
+      const std::vector<f16> dlogits = grad_as.template operator()<f16>(static_cast<float>(scaler->scale() * 100));
+      REQUIRE(model->forward(input));
+      REQUIRE(model->set_output_grad("logits", std::as_bytes(std::span(dlogits))));
+      REQUIRE(model->backward());
+      const double scale = scaler->scale();
+      REQUIRE(adamw->step(&*scaler));
+      REQUIRE(adamw->zero_grad());
+      if (scaler->skipped_last()) {
+        ++skipped;
+        CHECK(scaler->scale() == scale / 2);
+        CHECK(parameter_values(*model) == before);
+      } else {
+        stepped = true;
+        CHECK(parameter_values(*model) != before);
+      }
+    }
+    CHECK(skipped > 0);
+    CHECK(stepped);
+  }
 }
 #endif
