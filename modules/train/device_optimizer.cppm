@@ -74,15 +74,15 @@ std::string entry(std::string_view kernel) {
   return cat("teeny_", kernel, "_", name(dtype_of<T>));
 }
 
-// Device memory for n values of U, zeroed, or from `host`.
+// Device memory for n values of U, zeroed, or copied from `host`, in order on the model's stream
+// (a plain cudaMemcpy would not be ordered before the stream's kernels).
 template <class U>
-Result<DeviceBuffer> device_values(std::int64_t n, const std::vector<U>* host = nullptr) {
-  auto buffer = DeviceBuffer::allocate(static_cast<std::size_t>(n) * sizeof(U));
+Result<DeviceBuffer> device_values(CudaContext& cuda, std::int64_t n, const std::vector<U>* host = nullptr) {
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(U);
+  auto buffer = DeviceBuffer::allocate(bytes);
   if (!buffer) return std::move(buffer).error();
-  std::vector<U> zeros;
-  if (host == nullptr) zeros.assign(static_cast<std::size_t>(n), U{});
-  const auto& values = host != nullptr ? *host : zeros;
-  if (auto copied = buffer->upload(std::as_bytes(std::span(values))); !copied) return std::move(copied).error();
+  auto filled = host != nullptr ? cuda.upload(buffer->data(), host->data(), bytes) : cuda.zero(buffer->data(), bytes);
+  if (!filled) return std::move(filled).error();
   return std::move(*buffer);
 }
 
@@ -115,7 +115,7 @@ class GradScaler {
                   "and growth_interval >= 1 are needed (got ", options.init_scale, ", ", options.growth_factor, ", ",
                   options.backoff_factor, ", ", options.growth_interval, ")");
     }
-    auto found = optimizer_detail::device_values<std::uint32_t>(1);
+    auto found = DeviceBuffer::allocate(sizeof(std::uint32_t));  // zeroed before each check
     if (!found) return std::move(found).error().context("GradScaler");
     GradScaler scaler;
     scaler.options_ = options;
@@ -220,13 +220,13 @@ Result<std::vector<Slot>> make_slots(Model& model, MasterWeights master, int sta
         const T* data = reinterpret_cast<const T*>(h.data.data());
         for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<U>(static_cast<float>(data[i]));
       }
-      auto copy = device_values<U>(n, &values);
+      auto copy = device_values<U>(model.backend(), n, &values);
       if (!copy) return std::move(copy).error().context(cat("master copy of '", p.key, "'"));
       slot.master = std::move(*copy);
     }
     DeviceBuffer* state[] = {&slot.first, &slot.second, &slot.max_second};
     for (int s = 0; s < state_buffers + (amsgrad ? 1 : 0); ++s) {
-      auto buffer = device_values<U>(n);
+      auto buffer = device_values<U>(model.backend(), n);
       if (!buffer) return std::move(buffer).error().context(cat("optimizer state of '", p.key, "'"));
       *state[s] = std::move(*buffer);
     }
