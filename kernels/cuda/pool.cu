@@ -22,24 +22,38 @@ __device__ PoolSite pool_site(const DeviceTensor<T>& y, std::int64_t i) {
   return {i / (ho * wo), (i / wo) % ho, i % wo};
 }
 
+// The max-pool window at output (oh, ow) of plane `in` [h, w]: its maximum by max_pool_wins's rule
+// (NaN wins), and where that value is: the first maximum, or the last NaN. The forward keeps the
+// value; the backward, the place.
+template <class T>
+struct MaxWinner {
+  compute_t<T> value;
+  std::int64_t ih, iw;
+};
+template <class T>
+__device__ MaxWinner<T> max_window(const T* in, std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow,
+                                   const math::Window2d& win) {
+  using C = compute_t<T>;
+  const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, h);
+  const math::MaxSpan cols = math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, w);
+  MaxWinner<T> best{-C(INFINITY), rows.first, cols.first};
+  for (std::int64_t ih = rows.first; ih < rows.end; ih += win.dilation_h) {
+    for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
+      const C v = load(in + ih * w + iw);
+      if (math::max_pool_wins(best.value, v)) best = {v, ih, iw};
+    }
+  }
+  return best;
+}
+
 template <class T>
 __device__ void max_pool2d(const DeviceTensor<const T>& x, const DeviceTensor<T>& y, const math::Window2d& win) {
-  using C = compute_t<T>;
   const std::int64_t n = element_count(y);
   const std::int64_t h = x.shape[1];
   const std::int64_t w = x.shape[2];
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
     const PoolSite s = pool_site(y, i);
-    const T* in = x.data + s.plane * h * w;
-    const math::MaxSpan rows = math::max_pool_span(s.oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, h);
-    const math::MaxSpan cols = math::max_pool_span(s.ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, w);
-    C acc = -C(INFINITY);
-    for (std::int64_t ih = rows.first; ih < rows.end; ih += win.dilation_h) {
-      for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
-        acc = math::max_pool_update(acc, load(in + ih * w + iw));
-      }
-    }
-    store(y.data + i, acc);
+    store(y.data + i, max_window(x.data + s.plane * h * w, h, w, s.oh, s.ow, win).value);
   }
 }
 
@@ -133,25 +147,11 @@ __device__ void max_pool2d_backward(const DeviceTensor<const T>& x, const math::
     for (std::int64_t kh = win.kernel_h - 1; kh >= 0; --kh) {
       const std::int64_t oh = row_taps.output(kh);
       if (oh < 0) continue;
-      const math::MaxSpan rows = math::max_pool_span(oh, win.kernel_h, win.stride_h, win.pad_h, win.dilation_h, h);
       for (std::int64_t kw = win.kernel_w - 1; kw >= 0; --kw) {
         const std::int64_t ow = col_taps.output(kw);
         if (ow < 0) continue;
-        const math::MaxSpan cols = math::max_pool_span(ow, win.kernel_w, win.stride_w, win.pad_w, win.dilation_w, w);
-        std::int64_t best_h = rows.first;
-        std::int64_t best_w = cols.first;
-        C max = -C(INFINITY);
-        for (std::int64_t ih = rows.first; ih < rows.end; ih += win.dilation_h) {
-          for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
-            const C v = load(in + ih * w + iw);
-            if (v > max || v != v) {
-              max = v;
-              best_h = ih;
-              best_w = iw;
-            }
-          }
-        }
-        if (best_h == s.ih && best_w == s.iw) acc += load(grad + oh * wo + ow);
+        const MaxWinner<T> best = max_window(in, h, w, oh, ow, win);
+        if (best.ih == s.ih && best.iw == s.iw) acc += load(grad + oh * wo + ow);
       }
     }
     store(dx.data + i, acc);

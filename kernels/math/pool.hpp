@@ -32,10 +32,15 @@ TEENY_HD inline MaxSpan max_pool_span(std::int64_t o, std::int64_t kernel, std::
   return {first, last < size ? last : size};
 }
 
-/// NaN wins, as in PyTorch's max pool.
+/// Whether `v` replaces the running maximum `acc` of a max pool: NaN wins, as in PyTorch's max
+/// pool (a later NaN replaces an earlier one; an equal value does not replace the first).
+template <class T>
+TEENY_HD inline bool max_pool_wins(T acc, T v) {
+  return v > acc || v != v;
+}
 template <class T>
 TEENY_HD inline T max_pool_update(T acc, T v) {
-  return (v > acc || v != v) ? v : acc;
+  return max_pool_wins(acc, v) ? v : acc;
 }
 
 /// The input range [begin, end) an average-pool window sums along one dim, and its extent counting

@@ -446,7 +446,7 @@ void run_backward_kernel(const max_pool2d_op<T>&, const PoolGradArgs<T>& g, NoSt
         for (std::int64_t ih = rows.first; ih < rows.end; ih += win.dilation_h) {
           for (std::int64_t iw = cols.first; iw < cols.end; iw += win.dilation_w) {
             const T v = x[ih * p.w + iw];
-            if (v > max || v != v) {
+            if (math::max_pool_wins(max, v)) {
               max = v;
               best = ih * p.w + iw;
             }
