@@ -207,10 +207,13 @@ void bench_model(const char* name, teeny::Result<teeny::Graph> graph, std::int64
   if (!model->set_graph_replay(true)) return;
   const double replay = median_forward_ms(*model, input, logits);
   const auto per_second = [&](double ms) { return ms > 0 ? static_cast<double>(batch) / (ms * 1e-3) : 0.0; };
-  std::printf("| %-8s | %5lld | %9.3f | %9.3f | %10.0f | %10.0f | %s |\n", name, static_cast<long long>(batch), eager,
-              replay, per_second(eager), per_second(replay), model->backend().gemm_engine().c_str());
+  const auto& cuda = model->backend();
+  std::printf("| %-8s | %5lld | %9.3f | %9.3f | %10.0f | %10.0f | %s | %s |\n", name, static_cast<long long>(batch),
+              eager, replay, per_second(eager), per_second(replay), cuda.gemm_engine().c_str(),
+              cuda.conv_engine().c_str());
   record(teeny::cat(R"({"bench":"model","model":")", name, R"(","batch":)", batch, R"(,"eager_ms":)", eager,
-                    R"(,"replay_ms":)", replay, R"(,"gemm_engine":")", model->backend().gemm_engine(), "\"}"));
+                    R"(,"replay_ms":)", replay, R"(,"gemm_engine":")", cuda.gemm_engine(), R"(","conv_engine":")",
+                    cuda.conv_engine(), "\"}"));
 }
 
 }  // namespace
@@ -251,7 +254,8 @@ int main(int argc, char** argv) {
 
   std::printf("\nModels, f32, per forward (input uploaded, logits copied back), median ms and images/s\n\n");
   std::printf(
-      "| model | batch | eager ms | replay ms | eager img/s | replay img/s | GEMMs |\n|---|---|---|---|---|---|---|\n");
+      "| model | batch | eager ms | replay ms | eager img/s | replay img/s | GEMMs | convolutions "
+      "|\n|---|---|---|---|---|---|---|---|\n");
   bench_model("mlp", models::mlp(), 64, 1, 28);
   bench_model("resnet18", models::resnet18(224), 1, 3, 224);
   bench_model("resnet18", models::resnet18(224), 64, 3, 224);

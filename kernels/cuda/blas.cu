@@ -1,15 +1,14 @@
 // cuBLASLt behind blas.hpp. The library is dlopen'ed, never linked: cublasLt.h is included for its
 // types and enums only, and every function is called through a pointer resolved with dlsym.
 #include <cublasLt.h>
-#include <dlfcn.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <initializer_list>
 #include <mutex>
 #include <new>
 
 #include "cuda/blas.hpp"
+#include "cuda/runtime_library.hpp"
 
 namespace teeny::cuda_kernels {
 
@@ -18,9 +17,8 @@ namespace {
 // The entry points teeny uses, resolved once per process. The library is never dlclose'd: handles
 // and plans may outlive any one user of it.
 struct Library {
+  RuntimeLibrary so{"libcublasLt.so.13", "cuBLASLt"};
   int status = blas_not_loaded;
-  char why[512] = "";
-  char not_loaded_text[600] = "teeny: cuBLASLt not loaded";
   decltype(&cublasLtCreate) create = nullptr;
   decltype(&cublasLtDestroy) destroy = nullptr;
   decltype(&cublasLtGetStatusName) status_name = nullptr;
@@ -38,53 +36,25 @@ struct Library {
   decltype(&cublasLtMatmul) matmul = nullptr;
 };
 
-void note_failure(Library& lib, const char* what) noexcept {
-  const char* error = dlerror();
-  std::snprintf(lib.why, sizeof lib.why, "%s", error != nullptr ? error : what);
-  std::snprintf(lib.not_loaded_text, sizeof lib.not_loaded_text, "teeny: cuBLASLt not loaded (%s)", lib.why);
-}
-
-template <class F>
-bool resolve(Library& lib, void* handle, const char* name, F& fn) noexcept {
-  (void)dlerror();  // clear any earlier error, so the one reported is this lookup's
-  void* symbol = dlsym(handle, name);
-  if (symbol == nullptr) {
-    char what[128];
-    std::snprintf(what, sizeof what, "libcublasLt.so.13: undefined symbol: %s", name);
-    note_failure(lib, what);
-    return false;
-  }
-  fn = reinterpret_cast<F>(symbol);
-  return true;
-}
-
 Library load() noexcept {
   Library lib;
-  // The soname, found through the loader's path (LD_LIBRARY_PATH, the ld cache): the CUDA toolkit's
-  // lib64, or the nvidia-cublas wheel's lib folder.
-  void* handle = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    note_failure(lib, "libcublasLt.so.13: cannot be loaded");
-    return lib;
-  }
-  const bool resolved = resolve(lib, handle, "cublasLtCreate", lib.create) &&
-                        resolve(lib, handle, "cublasLtDestroy", lib.destroy) &&
-                        resolve(lib, handle, "cublasLtGetStatusName", lib.status_name) &&
-                        resolve(lib, handle, "cublasLtGetStatusString", lib.status_string) &&
-                        resolve(lib, handle, "cublasLtMatmulDescCreate", lib.desc_create) &&
-                        resolve(lib, handle, "cublasLtMatmulDescDestroy", lib.desc_destroy) &&
-                        resolve(lib, handle, "cublasLtMatmulDescSetAttribute", lib.desc_set) &&
-                        resolve(lib, handle, "cublasLtMatrixLayoutCreate", lib.layout_create) &&
-                        resolve(lib, handle, "cublasLtMatrixLayoutDestroy", lib.layout_destroy) &&
-                        resolve(lib, handle, "cublasLtMatrixLayoutSetAttribute", lib.layout_set) &&
-                        resolve(lib, handle, "cublasLtMatmulPreferenceCreate", lib.preference_create) &&
-                        resolve(lib, handle, "cublasLtMatmulPreferenceDestroy", lib.preference_destroy) &&
-                        resolve(lib, handle, "cublasLtMatmulPreferenceSetAttribute", lib.preference_set) &&
-                        resolve(lib, handle, "cublasLtMatmulAlgoGetHeuristic", lib.heuristic) &&
-                        resolve(lib, handle, "cublasLtMatmul", lib.matmul);
+  const bool resolved =
+      lib.so.resolve("cublasLtCreate", lib.create) && lib.so.resolve("cublasLtDestroy", lib.destroy) &&
+      lib.so.resolve("cublasLtGetStatusName", lib.status_name) &&
+      lib.so.resolve("cublasLtGetStatusString", lib.status_string) &&
+      lib.so.resolve("cublasLtMatmulDescCreate", lib.desc_create) &&
+      lib.so.resolve("cublasLtMatmulDescDestroy", lib.desc_destroy) &&
+      lib.so.resolve("cublasLtMatmulDescSetAttribute", lib.desc_set) &&
+      lib.so.resolve("cublasLtMatrixLayoutCreate", lib.layout_create) &&
+      lib.so.resolve("cublasLtMatrixLayoutDestroy", lib.layout_destroy) &&
+      lib.so.resolve("cublasLtMatrixLayoutSetAttribute", lib.layout_set) &&
+      lib.so.resolve("cublasLtMatmulPreferenceCreate", lib.preference_create) &&
+      lib.so.resolve("cublasLtMatmulPreferenceDestroy", lib.preference_destroy) &&
+      lib.so.resolve("cublasLtMatmulPreferenceSetAttribute", lib.preference_set) &&
+      lib.so.resolve("cublasLtMatmulAlgoGetHeuristic", lib.heuristic) && lib.so.resolve("cublasLtMatmul", lib.matmul);
   if (!resolved) {
-    // Half a library is no library: status stays blas_not_loaded, so no pointer is ever called.
-    dlclose(handle);
+    // Status stays blas_not_loaded, so no pointer is ever called.
+    lib.so.close();
     return lib;
   }
   lib.status = 0;
@@ -299,7 +269,7 @@ const StatusText* find_status(int status) noexcept {
 
 int blas_load(const char*& why) noexcept {
   const Library& lib = library();
-  why = lib.why;
+  why = lib.so.why();
   return lib.status;
 }
 
@@ -377,7 +347,7 @@ const char* blas_status_name(int status) noexcept {
 }
 
 const char* blas_status_string(int status) noexcept {
-  if (status == blas_not_loaded) return library().not_loaded_text;
+  if (status == blas_not_loaded) return library().so.not_loaded();
   if (status == blas_no_algorithm) return "teeny: cuBLASLt's heuristic offered no algorithm for this GEMM";
   const Library& lib = library();
   if (lib.status == 0) return lib.status_string(static_cast<cublasStatus_t>(status));

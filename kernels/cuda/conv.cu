@@ -1,8 +1,9 @@
 // The convolution kernel teeny launches itself: direct, one output element a thread, with what
 // the lowering folds into a convolution applied in the same pass (bias, a BatchNorm, a residual
 // add, the activation, a max pool over the activated values). Instantiated per element type as
-// teeny_conv_<dtype>; f16 and bf16 accumulate in f32. (cuDNN, or an implicit-GEMM kernel if it
-// measures faster, is planned for speed: docs/cuda.md.)
+// teeny_conv_<dtype>; f16 and bf16 accumulate in f32. Where cuDNN runs the sums of products
+// (unpooled convolutions: teeny.cuda's conv_dnn), teeny_conv_finish_<dtype> applies the rest in
+// place, with the same code.
 //
 // Its backward (training), teeny_conv_backward_<dtype>, is direct too: one element of dx, dW or db
 // a thread, each summing every term that reaches it (dz = dy * act'(y), computed where dy is read)
@@ -28,6 +29,22 @@ struct ConvInputs {
   DeviceTensor<const T> norm_weight, norm_bias, norm_mean, norm_var;
   double norm_eps;
 };
+
+// What follows the sum of products at output channel o: the bias, the folded BatchNorm, `added`
+// (the residual), the activation.
+template <class T>
+__device__ compute_t<T> finish(const ConvInputs<T>& in, compute_t<T> acc, std::int64_t o, compute_t<T> added) {
+  using C = compute_t<T>;
+  if (in.bias.data != nullptr) acc += load(in.bias.data + o);
+  if (in.norm_mean.data != nullptr) {
+    const double weight = in.norm_weight.data != nullptr ? static_cast<double>(load(in.norm_weight.data + o)) : 1.0;
+    const double bias = in.norm_bias.data != nullptr ? static_cast<double>(load(in.norm_bias.data + o)) : 0.0;
+    const auto affine = math::batch_norm_affine(weight, bias, static_cast<double>(load(in.norm_mean.data + o)),
+                                                static_cast<double>(load(in.norm_var.data + o)), in.norm_eps);
+    acc = acc * static_cast<C>(affine.scale) + static_cast<C>(affine.shift);
+  }
+  return math::apply_epilogue(in.epilogue, acc + added);
+}
 
 // The activated convolution at (n, o, oh, ow) of the unpooled output, plus `added` before the
 // activation.
@@ -56,15 +73,7 @@ __device__ compute_t<T> conv_at(const ConvInputs<T>& in, std::int64_t n, std::in
       }
     }
   }
-  if (in.bias.data != nullptr) acc += load(in.bias.data + o);
-  if (in.norm_mean.data != nullptr) {
-    const double weight = in.norm_weight.data != nullptr ? static_cast<double>(load(in.norm_weight.data + o)) : 1.0;
-    const double bias = in.norm_bias.data != nullptr ? static_cast<double>(load(in.norm_bias.data + o)) : 0.0;
-    const auto affine = math::batch_norm_affine(weight, bias, static_cast<double>(load(in.norm_mean.data + o)),
-                                                static_cast<double>(load(in.norm_var.data + o)), in.norm_eps);
-    acc = acc * static_cast<C>(affine.scale) + static_cast<C>(affine.shift);
-  }
-  return math::apply_epilogue(in.epilogue, acc + added);
+  return finish(in, acc, o, added);
 }
 
 template <class T>
@@ -98,6 +107,20 @@ __device__ void conv(const ConvInputs<T>& in, const DeviceTensor<T>& y, const De
       }
     }
     store(y.data + i, acc);
+  }
+}
+
+// The rest of an unpooled convolution whose sums of products cuDNN wrote into y: each element
+// finished in place (bias, BatchNorm, residual, activation), as conv_at finishes its own sums.
+template <class T>
+__device__ void conv_finish(const ConvInputs<T>& in, const DeviceTensor<T>& y, const DeviceTensor<const T>& residual) {
+  using C = compute_t<T>;
+  const std::int64_t n_outputs = element_count(y);
+  const std::int64_t plane = y.shape[2] * y.shape[3];
+  const std::int64_t out_channels = y.shape[1];
+  for (std::int64_t i = first_index(); i < n_outputs; i += grid_stride()) {
+    const C added = residual.data != nullptr ? load(residual.data + i) : C(0);
+    store(y.data + i, finish(in, load(y.data + i), (i / plane) % out_channels, added));
   }
 }
 
@@ -191,30 +214,43 @@ __device__ void conv_backward(const ConvInputs<T>& in, const DeviceTensor<T>& y,
 
 using teeny::cuda_kernels::DeviceTensor;
 
-#define TEENY_CONV_ENTRIES(T, suffix)                                                                           \
-  extern "C" __global__ void teeny_conv_##suffix(                                                               \
-      DeviceTensor<const T> x, DeviceTensor<const T> weight, DeviceTensor<const T> bias, DeviceTensor<T> y,     \
-      teeny::math::Window2d window, std::int64_t groups, teeny::math::Epilogue epilogue,                        \
-      DeviceTensor<const T> norm_weight, DeviceTensor<const T> norm_bias, DeviceTensor<const T> norm_mean,      \
-      DeviceTensor<const T> norm_var, double norm_eps, DeviceTensor<const T> residual, bool pooled,             \
-      teeny::math::Window2d pool) {                                                                             \
-    const teeny::cuda_kernels::ConvInputs<T> in{x,           weight,    bias,      window,   groups,  epilogue, \
-                                                norm_weight, norm_bias, norm_mean, norm_var, norm_eps};         \
-    teeny::cuda_kernels::conv<T>(in, y, residual, pooled, pool);                                                \
-  }                                                                                                             \
-  static_assert(                                                                                                \
-      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ConvParamList<T>, decltype(teeny_conv_##suffix)>); \
-  extern "C" __global__ void teeny_conv_backward_##suffix(                                                      \
-      DeviceTensor<const T> x, DeviceTensor<const T> weight, DeviceTensor<const T> bias, DeviceTensor<T> y,     \
-      teeny::math::Window2d window, std::int64_t groups, teeny::math::Epilogue epilogue,                        \
-      DeviceTensor<const T> norm_weight, DeviceTensor<const T> norm_bias, DeviceTensor<const T> norm_mean,      \
-      DeviceTensor<const T> norm_var, double norm_eps, DeviceTensor<const T>, bool, teeny::math::Window2d,      \
-      DeviceTensor<T> dy, DeviceTensor<T> dx, DeviceTensor<T> dweight, DeviceTensor<T> dbias) {                 \
-    const teeny::cuda_kernels::ConvInputs<T> in{x,           weight,    bias,      window,   groups,  epilogue, \
-                                                norm_weight, norm_bias, norm_mean, norm_var, norm_eps};         \
-    teeny::cuda_kernels::conv_backward<T>(in, y, dy, dx, dweight, dbias);                                       \
-  }                                                                                                             \
-  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ConvBackwardParamList<T>,                \
+#define TEENY_CONV_ENTRIES(T, suffix)                                                                                  \
+  extern "C" __global__ void teeny_conv_##suffix(                                                                      \
+      DeviceTensor<const T> x, DeviceTensor<const T> weight, DeviceTensor<const T> bias, DeviceTensor<T> y,            \
+      teeny::math::Window2d window, std::int64_t groups, teeny::math::Epilogue epilogue,                               \
+      DeviceTensor<const T> norm_weight, DeviceTensor<const T> norm_bias, DeviceTensor<const T> norm_mean,             \
+      DeviceTensor<const T> norm_var, double norm_eps, DeviceTensor<const T> residual, bool pooled,                    \
+      teeny::math::Window2d pool) {                                                                                    \
+    const teeny::cuda_kernels::ConvInputs<T> in{x,           weight,    bias,      window,   groups,  epilogue,        \
+                                                norm_weight, norm_bias, norm_mean, norm_var, norm_eps};                \
+    teeny::cuda_kernels::conv<T>(in, y, residual, pooled, pool);                                                       \
+  }                                                                                                                    \
+  static_assert(                                                                                                       \
+      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ConvParamList<T>, decltype(teeny_conv_##suffix)>);        \
+  extern "C" __global__ void teeny_conv_finish_##suffix(                                                               \
+      DeviceTensor<const T>, DeviceTensor<const T> weight, DeviceTensor<const T> bias, DeviceTensor<T> y,              \
+      teeny::math::Window2d window, std::int64_t groups, teeny::math::Epilogue epilogue,                               \
+      DeviceTensor<const T> norm_weight, DeviceTensor<const T> norm_bias, DeviceTensor<const T> norm_mean,             \
+      DeviceTensor<const T> norm_var, double norm_eps, DeviceTensor<const T> residual, bool pooled,                    \
+      teeny::math::Window2d) {                                                                                         \
+    if (pooled) return; /* pooled convolutions run teeny_conv whole: never finished here */                            \
+    const teeny::cuda_kernels::ConvInputs<T> in{{},          weight,    bias,      window,   groups,  epilogue,        \
+                                                norm_weight, norm_bias, norm_mean, norm_var, norm_eps};                \
+    teeny::cuda_kernels::conv_finish<T>(in, y, residual);                                                              \
+  }                                                                                                                    \
+  static_assert(                                                                                                       \
+      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ConvParamList<T>, decltype(teeny_conv_finish_##suffix)>); \
+  extern "C" __global__ void teeny_conv_backward_##suffix(                                                             \
+      DeviceTensor<const T> x, DeviceTensor<const T> weight, DeviceTensor<const T> bias, DeviceTensor<T> y,            \
+      teeny::math::Window2d window, std::int64_t groups, teeny::math::Epilogue epilogue,                               \
+      DeviceTensor<const T> norm_weight, DeviceTensor<const T> norm_bias, DeviceTensor<const T> norm_mean,             \
+      DeviceTensor<const T> norm_var, double norm_eps, DeviceTensor<const T>, bool, teeny::math::Window2d,             \
+      DeviceTensor<T> dy, DeviceTensor<T> dx, DeviceTensor<T> dweight, DeviceTensor<T> dbias) {                        \
+    const teeny::cuda_kernels::ConvInputs<T> in{x,           weight,    bias,      window,   groups,  epilogue,        \
+                                                norm_weight, norm_bias, norm_mean, norm_var, norm_eps};                \
+    teeny::cuda_kernels::conv_backward<T>(in, y, dy, dx, dweight, dbias);                                              \
+  }                                                                                                                    \
+  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ConvBackwardParamList<T>,                       \
                                                   decltype(teeny_conv_backward_##suffix)>);
 TEENY_CUDA_FOR_EACH_FLOAT(TEENY_CONV_ENTRIES)
 #undef TEENY_CONV_ENTRIES
@@ -222,8 +258,9 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_CONV_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable conv_kernels() noexcept {
-#define TEENY_CONV_ENTRY(T, suffix)                                             \
-  {"teeny_conv_" #suffix, reinterpret_cast<const void*>(&teeny_conv_##suffix)}, \
+#define TEENY_CONV_ENTRY(T, suffix)                                                               \
+  {"teeny_conv_" #suffix, reinterpret_cast<const void*>(&teeny_conv_##suffix)},                   \
+      {"teeny_conv_finish_" #suffix, reinterpret_cast<const void*>(&teeny_conv_finish_##suffix)}, \
       {"teeny_conv_backward_" #suffix, reinterpret_cast<const void*>(&teeny_conv_backward_##suffix)},
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_CONV_ENTRY)};
 #undef TEENY_CONV_ENTRY

@@ -12,6 +12,7 @@
 
 #include "math/elementwise.hpp"
 #include "math/half.hpp"
+#include "math/loss.hpp"
 #include "math/optimizer.hpp"
 #include "math/pool.hpp"
 #include "math/reduce.hpp"
@@ -285,5 +286,20 @@ using SgdParamList = ParamList<T*, const T*, update_t<T>*, update_t<T>*, std::ui
 /// Sets *found_inf to 1 when any of the n gradient values is infinite or NaN (loss scaling).
 template <class T>
 using NonFiniteParamList = ParamList<const T*, std::int64_t, std::uint32_t*>;
+
+// Loss kernels (training builds' device losses).
+
+/// Cross-entropy over the rows of logits [rows, classes] (contiguous) with their class-index
+/// targets (int64, device memory, each in [0, classes) or the ignore_index: checked by the caller):
+/// each row's term into row_losses[row] (0 for an ignored row) and dL/dlogits, times the
+/// multiplier, into grad [rows, classes]; then rows, classes and the scalars.
+template <class T>
+using CrossEntropyParamList =
+    ParamList<const T*, const std::int64_t*, T*, double*, std::int64_t, std::int64_t, math::CrossEntropyStep>;
+
+/// The squared error of n elements x against y: 2 (x - y) times the multiplier into grad, and each
+/// block's sum of (x - y)^2, in a fixed order, into partials[block]; then n and the multiplier.
+template <class T>
+using SquaredErrorParamList = ParamList<const T*, const T*, T*, double*, std::int64_t, double>;
 
 }  // namespace teeny::cuda_kernels

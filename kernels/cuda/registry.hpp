@@ -24,5 +24,6 @@ KernelTable linear_kernels() noexcept;
 KernelTable conv_kernels() noexcept;
 KernelTable sequence_kernels() noexcept;
 KernelTable optimizer_kernels() noexcept;
+KernelTable loss_kernels() noexcept;
 
 }  // namespace teeny::cuda_kernels

@@ -57,6 +57,10 @@ int copy_to_host_async(void* host, const void* device, std::size_t bytes, void* 
   return static_cast<int>(
       cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)));
 }
+int copy_on_device_async(void* to, const void* from, std::size_t bytes, void* stream) noexcept {
+  return static_cast<int>(
+      cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+}
 int zero_async(void* device, std::size_t bytes, void* stream) noexcept {
   return static_cast<int>(cudaMemsetAsync(device, 0, bytes, static_cast<cudaStream_t>(stream)));
 }
@@ -123,9 +127,9 @@ int graph_executable_destroy(void* executable) noexcept {
 namespace {
 // Every family's entry points, in one list (kernel_count / kernel_name index it).
 const KernelTable* families(std::size_t& count) noexcept {
-  static const KernelTable tables[] = {elementwise_kernels(), shape_kernels(),    pool_kernels(),
-                                       reduce_kernels(),      norm_kernels(),     linear_kernels(),
-                                       conv_kernels(),        sequence_kernels(), optimizer_kernels()};
+  static const KernelTable tables[] = {elementwise_kernels(), shape_kernels(),  pool_kernels(), reduce_kernels(),
+                                       norm_kernels(),        linear_kernels(), conv_kernels(), sequence_kernels(),
+                                       optimizer_kernels(),   loss_kernels()};
   count = sizeof tables / sizeof tables[0];
   return tables;
 }

@@ -31,6 +31,7 @@ int set_device(int index) noexcept;
 /// staged, so the caller may reuse them; to the host it returns at once: wait on the stream.
 int copy_to_device_async(void* device, const void* host, std::size_t bytes, void* stream) noexcept;
 int copy_to_host_async(void* host, const void* device, std::size_t bytes, void* stream) noexcept;
+int copy_on_device_async(void* to, const void* from, std::size_t bytes, void* stream) noexcept;
 
 /// Sets `bytes` of device memory to zero, queued on `stream`.
 int zero_async(void* device, std::size_t bytes, void* stream) noexcept;

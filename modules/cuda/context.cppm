@@ -17,6 +17,7 @@ module;
 #include <variant>
 
 #include "cuda/blas.hpp"
+#include "cuda/dnn.hpp"
 #include "cuda/params.hpp"
 #include "cuda/runtime.hpp"
 export module teeny.cuda:context;
@@ -26,6 +27,7 @@ import teeny.ops;
 import :device;
 import :launch;
 import :blas;
+import :dnn;
 
 export namespace teeny::cuda {
 
@@ -116,8 +118,13 @@ struct CudaOptions {
   /// Linear and MatMul through cuBLASLt where it loads (tensor cores for f16 and bf16), else, or
   /// when off, through teeny's own GEMM kernels. CudaContext::gemm_engine() says which ran.
   bool cublas = true;
-  /// Lets cuBLASLt compute f32 GEMMs with TF32 tensor cores (10-bit mantissas: about 1e-3
-  /// relative error), PyTorch's torch.backends.cuda.matmul.allow_tf32. Off by default, as there.
+  /// Convolutions through cuDNN where it loads and supports them (unpooled ones; tensor cores for
+  /// f16 and bf16), else, or when off, through teeny's own convolution kernel.
+  /// CudaContext::conv_engine() says which.
+  bool cudnn = true;
+  /// Lets cuBLASLt and cuDNN compute f32 GEMMs and convolutions with TF32 tensor cores (10-bit
+  /// mantissas: about 1e-3 relative error), PyTorch's torch.backends.cuda.matmul.allow_tf32 and
+  /// torch.backends.cudnn.allow_tf32 together. Off by default (PyTorch's default for matmul).
   bool allow_tf32 = false;
 };
 
@@ -196,6 +203,46 @@ class CudaContext {
   /// cuBLAS on Hopper.
   static constexpr std::size_t kBlasWorkspace = std::size_t{32} << 20;
 
+  /// What runs the convolutions: "cuDNN", or "teeny's convolution kernel" and why (cuDNN turned
+  /// off, or not loaded: its error). Decided when the first convolution is prepared; a pooled
+  /// convolution, or one cuDNN has no algorithm for, runs teeny's kernel either way.
+  const std::string& conv_engine() const { return conv_engine_; }
+
+  /// The context's cuDNN handle and its workspace, made on first use; null (and conv_engine()
+  /// saying why) where cuDNN is off or cannot be used.
+  void* dnn() {
+    if (dnn_tried_) return dnn_.get();
+    dnn_tried_ = true;
+    if (!options_.cudnn) {
+      conv_engine_ = "teeny's convolution kernel (CudaOptions::cudnn is off)";
+      return nullptr;
+    }
+    auto handle = DnnHandle::create();
+    auto workspace = handle ? DeviceBuffer::allocate(kDnnWorkspace) : Result<DeviceBuffer>(handle.error());
+    if (!workspace) {
+      conv_engine_ = cat("teeny's convolution kernel (", workspace.error().to_string(), ")");
+      return nullptr;
+    }
+    dnn_ = std::move(*handle);
+    dnn_workspace_ = std::move(*workspace);
+    conv_engine_ = "cuDNN";
+    return dnn_.get();
+  }
+  /// Queues a planned cuDNN convolution on the stream; a failure is kept (take_error).
+  void run_conv(const ConvLaunch& conv) {
+#if TEENY_HAS_CUDA
+    if (const int status = cuda_kernels::conv_run(conv.plan, dnn_.get(), conv.x, conv.filter, conv.y,
+                                                  dnn_workspace_.data(), kDnnWorkspace, stream_.handle())) {
+      keep(dnn_error(status, cat("running the ", conv.where)));
+    }
+#else
+    keep(not_compiled_in(conv.where));
+#endif
+  }
+  /// cuDNN's workspace, fixed so that a captured graph's pointer to it stays valid: algorithms that
+  /// need more are passed over.
+  static constexpr std::size_t kDnnWorkspace = std::size_t{64} << 20;
+
   /// The phase the kernels queued from now on run in (batch norm's batch statistics and dropout's
   /// masks in training), kept in device memory that those kernels read, so that a replayed graph
   /// runs in the phase of its replay. A failed copy is kept, as a failed launch is (take_error).
@@ -237,6 +284,20 @@ class CudaContext {
     (void)to;
     (void)from;
     return not_compiled_in(cat("copying ", bytes, " bytes from a CUDA device"));
+#endif
+  }
+  /// Queues a copy between two places in device memory on the stream (DeviceCopyBackend: inputs
+  /// already on the device).
+  Result<void> copy_on_device(void* to, const void* from, std::size_t bytes) {
+#if TEENY_HAS_CUDA
+    if (const int code = cuda_kernels::copy_on_device_async(to, from, bytes, stream_.handle())) {
+      return cuda_error(code, cat("copying ", bytes, " bytes within CUDA device ", device_));
+    }
+    return ok();
+#else
+    (void)to;
+    (void)from;
+    return not_compiled_in(cat("copying ", bytes, " bytes within a CUDA device"));
 #endif
   }
   /// Zeroes device memory (DeviceTrainingBackend: gradient buffers), queued on the stream.
@@ -312,6 +373,10 @@ class CudaContext {
   DeviceBuffer blas_workspace_;
   bool blas_tried_ = false;
   std::string gemm_engine_ = "not decided yet (no Linear or MatMul prepared)";
+  DnnHandle dnn_;
+  DeviceBuffer dnn_workspace_;
+  bool dnn_tried_ = false;
+  std::string conv_engine_ = "not decided yet (no convolution prepared)";
   DeviceBuffer phase_;
   cuda_kernels::DevicePhase phase_host_{};
   std::optional<Error> error_;
@@ -379,6 +444,56 @@ template <FloatElement T>
 void run_kernel(const matmul_op<T>& /*op*/, const MatMulArgs<T>& /*args*/,
                 GemmOrKernel<cuda_kernels::MatMulParamList<T>>& state, CudaContext& cuda) {
   context_detail::run_gemm_or_kernel(state, cuda);
+}
+
+/// A convolution's launch: cuDNN's convolution then, where something was folded into it, teeny's
+/// teeny_conv_finish over the output in place; or teeny's whole convolution kernel.
+template <class List>
+struct DnnConv {
+  ConvLaunch conv;
+  std::optional<PreparedLaunch<List>> finish;
+};
+template <class List>
+struct ConvOrKernel {
+  std::variant<PreparedLaunch<List>, DnnConv<List>> run;
+};
+
+template <FloatElement T>
+Result<ConvOrKernel<cuda_kernels::ConvParamList<T>>> prepare_kernel(const conv_op<T>& op, const ConvArgs<T>& args,
+                                                                    CudaContext& cuda, const LaunchSite& site) {
+  using List = cuda_kernels::ConvParamList<T>;
+  const std::optional<ConvOperands> operands = conv_dnn(args, cuda.options().allow_tf32);
+  if (operands && cuda.dnn() != nullptr) {
+    auto planned = plan_conv(op, *operands, cuda.dnn(), CudaContext::kDnnWorkspace, site);
+    if (planned) {
+      DnnConv<List> dnn{std::move(*planned), std::nullopt};
+      if (operands->needs_finish) {
+        // The same parameters as teeny_conv's, so the same packing; the site's geometry covers y.
+        auto finish =
+            launch_detail::prepare<List>(op, cat("teeny_conv_finish_", name(dtype_of<T>)), args, site, cuda.phase());
+        if (!finish) return std::move(finish).error();
+        dnn.finish.emplace(std::move(*finish));
+      }
+      return ConvOrKernel<List>{std::move(dnn)};
+    }
+    // Not supported by cuDNN, or no algorithm for it: teeny's kernel runs it. Any other failure is
+    // an error.
+    if (planned.error().code() != Errc::unsupported) return std::move(planned).error();
+  }
+  auto launch = prepare_launch(op, args, site, cuda.phase());
+  if (!launch) return std::move(launch).error();
+  return ConvOrKernel<List>{std::move(*launch)};
+}
+template <FloatElement T>
+void run_kernel(const conv_op<T>& /*op*/, const ConvArgs<T>& /*args*/,
+                ConvOrKernel<cuda_kernels::ConvParamList<T>>& state, CudaContext& cuda) {
+  using List = cuda_kernels::ConvParamList<T>;
+  if (auto* dnn = std::get_if<DnnConv<List>>(&state.run)) {
+    cuda.run_conv(dnn->conv);
+    if (dnn->finish) cuda.keep(run_launch(*dnn->finish, cuda.stream().handle()));
+  } else {
+    cuda.keep(run_launch(std::get<PreparedLaunch<List>>(state.run), cuda.stream().handle()));
+  }
 }
 
 #if TEENY_TRAINING

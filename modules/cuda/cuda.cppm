@@ -7,5 +7,6 @@ export module teeny.cuda;
 export import :device;
 export import :launch;
 export import :blas;
+export import :dnn;
 export import :context;
 export import :model;

@@ -40,18 +40,27 @@ Result<LoadedModel<CudaContext, typename L::op_set>> load_cuda(const Graph& grap
   return LoadedModel<CudaContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cuda), dims);
 }
 
-/// Lowers `graph` with the standard lowering for element type T and loads it on a GPU.
+/// The lowering load_cuda uses by default: the standard lowering without its max-pool fold. A
+/// convolution with a max pool folded in runs teeny's direct kernel, which makes each pooled value
+/// from the convolutions of its window (recomputing those that overlapping windows share); kept
+/// apart, the convolution goes to cuDNN and the pool to its own kernel.
+template <FloatElement T>
+using cuda_lowering =
+    graph_lowering<fuse_activations<fold_residual_add<fold_batch_norm<standard_node_lowering<T, standard_ops<T>>>>>>;
+static_assert(Lowering<cuda_lowering<float>>);
+
+/// Lowers `graph` with cuda_lowering<T> and loads it on a GPU.
 template <FloatElement T = float>
 Result<CudaModelOf<T>> load_cuda(const Graph& graph, const Bindings& dims, CudaOptions options = {}) {
-  return load_cuda(graph, standard_lowering<T>{}, dims, options);
+  return load_cuda(graph, cuda_lowering<T>{}, dims, options);
 }
 
 #if TEENY_TRAINING
 /// Lowers `graph` for training and loads it on a GPU: forward keeps what backward reads, backward
 /// runs the CUDA backward kernels, and the trained parameters' gradients live in device memory
-/// (copy_gradient reads one, device_parameter_gradients gives them all). Optimizers and losses
-/// on the GPU are planned; a loss computed on the host hands its gradient over with
-/// set_output_grad.
+/// (copy_gradient reads one, device_parameter_gradients gives them all). teeny.train's device
+/// optimizers (teeny::cuda::Sgd, Adam, AdamW) step them there; losses on the GPU are planned: a
+/// loss computed on the host hands its gradient over with set_output_grad.
 template <Lowering L>
 Result<LoadedModel<CudaContext, typename L::op_set>> load_cuda_for_training(const Graph& graph, const L& lowering,
                                                                             const Bindings& dims,
@@ -85,8 +94,9 @@ extern template Result<CudaModelOf<f16>> load_cuda<f16>(const Graph&, const Bind
 extern template Result<CudaModelOf<bf16>> load_cuda<bf16>(const Graph&, const Bindings&, CudaOptions);
 
 // The CUDA backend runs every op of the standard set in every dtype (LoadedModel checks the whole
-// set), owns its memory, captures graphs and reports failed launches; its models are teeny::Models.
-static_assert(DeviceMemoryBackend<CudaContext> && DeviceTrainingBackend<CudaContext> && GraphBackend<CudaContext> &&
-              ReportsRunErrors<CudaContext>);
+// set), owns its memory (and copies within it: inputs on the device), captures graphs and reports
+// failed launches; its models are teeny::Models.
+static_assert(DeviceMemoryBackend<CudaContext> && DeviceCopyBackend<CudaContext> &&
+              DeviceTrainingBackend<CudaContext> && GraphBackend<CudaContext> && ReportsRunErrors<CudaContext>);
 static_assert(Model<CudaModel> && Model<CudaModelOf<bf16>>);
 }  // namespace teeny::cuda

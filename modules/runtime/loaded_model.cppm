@@ -107,6 +107,14 @@ concept DeviceTrainingBackend = DeviceMemoryBackend<B> && requires(B& backend, v
   { backend.zero(to, bytes) } -> std::same_as<Result<void>>;
 };
 
+/// A device backend that also copies within its own memory, in order with the kernels it runs:
+/// a model on it can take inputs that are already in device memory (forward_on_device).
+template <class B>
+concept DeviceCopyBackend =
+    DeviceMemoryBackend<B> && requires(B& backend, void* to, const void* from, std::size_t bytes) {
+      { backend.copy_on_device(to, from, bytes) } -> std::same_as<Result<void>>;
+    };
+
 /// A backend that can record a forward's kernel launches once and replay them as one (a CUDA
 /// graph): begin_capture(), then the launches (recorded, not run), end_capture() -> the graph;
 /// replay(graph) runs them all again, on the same memory.
@@ -340,7 +348,11 @@ class LoadedModel {
     if (!report || options.dry_run) return report;
     if (auto uploaded = upload_params(); !uploaded) return std::move(uploaded).error();
     for (auto& plan : plans_) {
-      plan->graph.reset();  // captured with the old kernel states: captured again on its next forward
+      // Captured with the old kernel states: captured again on their next forward (and backward).
+      plan->graph.reset();
+#if TEENY_TRAINING
+      plan->backward_graph.reset();
+#endif
       if (auto prepared = prepare(*plan); !prepared) return std::move(prepared).error();
     }
     return report;
@@ -389,7 +401,24 @@ class LoadedModel {
 
   /// Runs the model. Inputs are matched by name to the graph's inputs; their shapes bind the
   /// symbolic dims. With the shapes of the plan in use this allocates nothing.
-  Result<void> forward(std::span<const TensorRef> inputs) {
+  Result<void> forward(std::span<const TensorRef> inputs) { return run_forward(inputs, false); }
+
+  /// Runs the model on inputs already in the device's memory: each TensorRef's data spans memory
+  /// of the model's device (another model's output, memory the caller's own kernels wrote), copied
+  /// into the plan's arena on the device, queued with the kernels: no trip through the host. The
+  /// inputs are checked as forward checks them. The copies run in the backend's order (the CUDA
+  /// context's stream): memory written on another stream, another model's output included, must be
+  /// complete first (that model's backend().synchronize()). Outputs stay on the device too:
+  /// output(name) says where, until the next forward.
+  Result<void> forward_on_device(std::span<const TensorRef> inputs)
+    requires DeviceCopyBackend<Backend>
+  {
+    return run_forward(inputs, true);
+  }
+
+ private:
+  // forward and forward_on_device: the inputs' bytes in host memory, or in the device's.
+  Result<void> run_forward(std::span<const TensorRef> inputs, bool inputs_on_device) {
     if (auto checked = check_inputs(inputs); !checked) return checked;
     if (!current_matches(inputs)) {
       auto switched = switch_plan(inputs);
@@ -398,7 +427,13 @@ class LoadedModel {
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const TensorBinding& dst = current_->values[input_nodes_[i]];
       if constexpr (DeviceMemoryBackend<Backend>) {
-        if (auto copied = backend_->upload(dst.data, inputs[i].data.data(), inputs[i].data.size()); !copied) {
+        const auto copy = [&](const TensorRef& in) -> Result<void> {
+          if constexpr (DeviceCopyBackend<Backend>) {
+            if (inputs_on_device) return backend_->copy_on_device(dst.data, in.data.data(), in.data.size());
+          }
+          return backend_->upload(dst.data, in.data.data(), in.data.size());
+        };
+        if (auto copied = copy(inputs[i]); !copied) {
           return std::move(copied).error().context(cat("input '", inputs[i].name, "'"));
         }
       } else if constexpr (requires { backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size()); }) {
@@ -412,12 +447,22 @@ class LoadedModel {
       if (auto started = start_training_forward(); !started) return started;
     }
 #endif
+    bool replayed = false;
     if constexpr (GraphBackend<Backend>) {
-      if (graph_replay_) return replay_graph();
+      if (graph_replay_) {
+        const auto queue = [&] {
+          run_steps();
+          return ok();
+        };
+        if (auto ran = replay_captured(current_->graph, "the forward", queue); !ran) return ran;
+        replayed = true;
+      }
     }
-    run_steps();
-    if constexpr (ReportsRunErrors<Backend>) {
-      if (auto ran = backend_->take_error(); !ran) return ran;
+    if (!replayed) {
+      run_steps();
+      if constexpr (ReportsRunErrors<Backend>) {
+        if (auto ran = backend_->take_error(); !ran) return ran;
+      }
     }
 #if TEENY_TRAINING
     if (trainable()) {
@@ -431,19 +476,16 @@ class LoadedModel {
     return ok();
   }
 
+ public:
   /// Whether forward replays the plan's kernel launches as one captured graph (a CUDA graph)
   /// instead of launching each: the graph is captured on the plan's first forward with it on
-  /// (and again after load_weights), then replayed. Profiling does not see inside a replay.
-  /// Inference models only.
+  /// (and again after load_weights), then replayed. A model lowered for training replays its
+  /// backward the same way, as a second graph: a training step is then two graph launches, with
+  /// the loss between them and the optimizer step after (the phase, set per forward, is read from
+  /// memory the graphs point at). Profiling does not see inside a replay.
   Result<void> set_graph_replay(bool on)
     requires GraphBackend<Backend>
   {
-#if TEENY_TRAINING
-    if (on && trainable()) {
-      return fail(Errc::unsupported, "graph replay is for models lowered for inference, and this one was lowered ",
-                  "for training");
-    }
-#endif
     graph_replay_ = on;
     return ok();
   }
@@ -499,23 +541,26 @@ class LoadedModel {
     if (profiling) ++profiled_forwards_;
   }
 
-  // Replays the current plan's graph, capturing it first if it has none.
-  Result<void> replay_graph()
+  // Replays `graph` (the current plan's forward or backward), capturing it first from what `run`
+  // queues if it has none. A failure while capturing leaves no graph.
+  template <class Graph, class Run>
+  Result<void> replay_captured(std::optional<Graph>& graph, std::string_view what, Run&& run)
     requires GraphBackend<Backend>
   {
-    if (!current_->graph) {
+    if (!graph) {
       if (auto begun = backend_->begin_capture(); !begun) return begun;
       const auto profiled = std::exchange(step_ns_, {});  // a capture runs nothing: nothing to time
-      run_steps();
+      Result<void> queued = run();
       step_ns_ = profiled;
-      auto graph = backend_->end_capture();
+      auto captured = backend_->end_capture();
       if constexpr (ReportsRunErrors<Backend>) {
-        if (auto ran = backend_->take_error(); !ran) return std::move(ran).error().context("capturing the forward");
+        if (auto ran = backend_->take_error(); !ran) return std::move(ran).error().context(cat("capturing ", what));
       }
-      if (!graph) return std::move(graph).error();
-      current_->graph.emplace(std::move(*graph));
+      if (!queued) return std::move(queued).error().context(cat("capturing ", what));
+      if (!captured) return std::move(captured).error();
+      graph.emplace(std::move(*captured));
     }
-    return backend_->replay(*current_->graph);
+    return backend_->replay(*graph);
   }
 
  public:
@@ -585,19 +630,12 @@ class LoadedModel {
     if (!trainable()) return not_trainable();
     if (!forward_ran_) return fail(Errc::invalid_argument, "backward() needs a forward() first");
     forward_ran_ = false;  // the activations a backward reads are the last forward's
-    for (auto& step : current_->backward) {
-      for (const TensorBinding& grad : step.first_use) {
-        if (auto cleared = clear(grad); !cleared) return cleared;
+    if constexpr (GraphBackend<Backend>) {
+      if (graph_replay_) {
+        return replay_captured(current_->backward_graph, "the backward", [&] { return run_backward_steps(); });
       }
-      std::visit(
-          [&]<class Op>(loaded_detail::BackwardStep<Backend, Op>& s) {
-            if constexpr (BackwardKernelFor<Backend, Op>) {
-              for (std::size_t i = 0; i < s.args.size(); ++i)
-                run_backward_kernel(*s.op, s.args[i], s.states[i], *backend_);
-            }
-          },
-          step.step);
     }
+    if (auto ran = run_backward_steps(); !ran) return ran;
     if constexpr (ReportsRunErrors<Backend>) return backend_->take_error();
     return ok();
   }
@@ -722,6 +760,7 @@ class LoadedModel {
 #if TEENY_TRAINING
     std::vector<TensorBinding> grads;     // per DAG node: dL/d(its value), or unbound (no gradient flows)
     std::vector<BackwardEntry> backward;  // in execution order: reverse topological
+    std::optional<typename loaded_detail::graph_of<Backend>::type> backward_graph;  // (GraphBackend)
 #endif
   };
 
@@ -1226,6 +1265,24 @@ class LoadedModel {
   }
   bool is_output(NodeId id) const {
     return std::any_of(outputs_.begin(), outputs_.end(), [&](const Port& p) { return p.node == id; });
+  }
+  // Queues the current plan's backward: each gradient buffer cleared where its life starts, then
+  // the backward kernels, in reverse topological order.
+  Result<void> run_backward_steps() {
+    for (auto& step : current_->backward) {
+      for (const TensorBinding& grad : step.first_use) {
+        if (auto cleared = clear(grad); !cleared) return cleared;
+      }
+      std::visit(
+          [&]<class Op>(loaded_detail::BackwardStep<Backend, Op>& s) {
+            if constexpr (BackwardKernelFor<Backend, Op>) {
+              for (std::size_t i = 0; i < s.args.size(); ++i)
+                run_backward_kernel(*s.op, s.args[i], s.states[i], *backend_);
+            }
+          },
+          step.step);
+    }
+    return ok();
   }
   // Zeroes a gradient buffer: through the backend on a device.
   Result<void> clear(const TensorBinding& t) {

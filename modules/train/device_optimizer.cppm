@@ -36,42 +36,71 @@ import teeny.runtime;
 import teeny.cuda;
 import :optimizer;
 
-namespace teeny::cuda::optimizer_detail {
+namespace teeny::cuda::device_detail {
 
-// Launches `entry` over n elements with `params` packed as `List` lays them out (each parameter's
-// type checked against the list's), on `stream`.
+// Threads a block, in every launch here.
+inline constexpr std::uint32_t kThreads = 256;
+
+// A kernel entry point, looked up once (when an optimizer is made) and named in errors.
+struct Kernel {
+  const void* entry = nullptr;
+  std::string name;  // "teeny_adam_bf16"
+};
+
+// `family`'s entry point for T ("adam" -> teeny_adam_bf16), or why there is none.
+template <class T>
+Result<Kernel> find(std::string_view family) {
+  Kernel kernel{nullptr, cat("teeny_", family, "_", name(dtype_of<T>))};
+#if TEENY_HAS_CUDA
+  kernel.entry = cuda_kernels::find_kernel(kernel.name.c_str());
+  if (kernel.entry == nullptr) return fail(Errc::not_found, "no CUDA kernel ", kernel.name, " is compiled in");
+  return kernel;
+#else
+  return not_compiled_in(cat("finding CUDA kernel ", kernel.name));
+#endif
+}
+
+// Launches `kernel` as `blocks` blocks of 256 threads with `params` packed as `List` lays them out
+// (each parameter's type checked against the list's), on `stream`; `what` says what the launch
+// covers, for an error.
 template <class List, class... P>
-Result<void> launch(std::string_view entry, std::int64_t n, void* stream, const P&... params) {
+Result<void> launch_blocks(const Kernel& kernel, std::uint32_t blocks, std::string_view what, void* stream,
+                           const P&... params) {
   static_assert(sizeof...(P) == List::count, "one value per kernel parameter");
   static_assert(
       []<std::size_t... I>(std::index_sequence<I...>) {
         return (std::is_same_v<P, typename List::template type<I>> && ...);
       }(std::make_index_sequence<sizeof...(P)>{}),
       "the values have the kernel's parameter types, in order");
-  if (n == 0) return ok();
 #if TEENY_HAS_CUDA
-  const void* kernel = cuda_kernels::find_kernel(std::string(entry).c_str());
-  if (kernel == nullptr) return fail(Errc::not_found, "no CUDA kernel ", entry, " is compiled in");
   alignas(List::alignment) std::byte buffer[List::bytes];
   std::size_t index = 0;
   ((std::memcpy(buffer + List::offsets[index++], &params, sizeof params)), ...);
   void* pointers[List::count];
   for (std::size_t i = 0; i < List::count; ++i) pointers[i] = buffer + List::offsets[i];
-  constexpr std::int64_t threads = 256;
-  const auto blocks = static_cast<std::uint32_t>(std::min<std::int64_t>((n + threads - 1) / threads, 8192));
-  if (const int code = cuda_kernels::launch_kernel(kernel, {blocks, 1, 1}, {threads, 1, 1}, pointers, 0, stream)) {
-    return cuda_error(code, cat("launching ", entry, " over ", n, " elements"));
+  if (const int code =
+          cuda_kernels::launch_kernel(kernel.entry, {blocks, 1, 1}, {kThreads, 1, 1}, pointers, 0, stream)) {
+    return cuda_error(code, cat("launching ", kernel.name, " over ", what));
   }
   return ok();
 #else
+  (void)blocks;
+  (void)what;
   (void)stream;
-  return not_compiled_in(cat("launching ", entry));
+  return not_compiled_in(cat("launching ", kernel.name));
 #endif
 }
 
-template <class T>
-std::string entry(std::string_view kernel) {
-  return cat("teeny_", kernel, "_", name(dtype_of<T>));
+// The blocks of kThreads that cover n elements, at most `cap` (the kernels stride over the rest).
+inline std::uint32_t blocks_for(std::int64_t n, std::int64_t cap) {
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, cap));
+}
+
+// Launches `kernel` over n elements, one a thread (nothing for none).
+template <class List, class... P>
+Result<void> launch(const Kernel& kernel, std::int64_t n, void* stream, const P&... params) {
+  if (n == 0) return ok();
+  return launch_blocks<List>(kernel, blocks_for(n, 8192), cat(n, " elements"), stream, params...);
 }
 
 // Device memory for n values of U, zeroed, or copied from `host`, in order on the model's stream
@@ -86,14 +115,12 @@ Result<DeviceBuffer> device_values(CudaContext& cuda, std::int64_t n, const std:
   return std::move(*buffer);
 }
 
-}  // namespace teeny::cuda::optimizer_detail
+}  // namespace teeny::cuda::device_detail
 
 export namespace teeny::cuda {
 
-template <FloatElement T, class Options, bool Decoupled>
-class AdamFamily;
 template <FloatElement T>
-class Sgd;
+class DeviceOptimizer;
 
 /// Loss scaling for f16 training (PyTorch's torch.cuda.amp.GradScaler): the loss's gradient is
 /// multiplied by scale() before backward, so that small gradients survive f16; the optimizer divides
@@ -129,26 +156,20 @@ class GradScaler {
   bool skipped_last() const { return skipped_; }
 
  private:
-  template <FloatElement T, class Options, bool Decoupled>
-  friend class AdamFamily;
   template <FloatElement T>
-  friend class Sgd;
+  friend class DeviceOptimizer;
 
-  // Checks every gradient (queued on the model's stream, as everything here): found_inf set where
-  // one is not finite.
-  Result<void> check(std::span<const ParameterGradient> params, CudaContext& cuda) {
+  // Checks every gradient (queued on the model's stream, as everything here) with `non_finite`
+  // (teeny_non_finite_<T>): found_inf set where one is not finite.
+  template <FloatElement T>
+  Result<void> check(std::span<const ParameterGradient> params, const device_detail::Kernel& non_finite,
+                     CudaContext& cuda) {
     void* stream = cuda.stream().handle();
     if (auto zeroed = cuda.zero(found_inf_.data(), sizeof(std::uint32_t)); !zeroed) return zeroed;
     for (const ParameterGradient& p : params) {
-      Result<void> launched = visit_dtype(p.grad.dtype, [&]<class T>(std::type_identity<T>) -> Result<void> {
-        if constexpr (FloatElement<T>) {
-          return optimizer_detail::launch<cuda_kernels::NonFiniteParamList<T>>(
-              optimizer_detail::entry<T>("non_finite"), p.grad.shape.numel(), stream,
-              static_cast<const T*>(p.grad.data), p.grad.shape.numel(), static_cast<std::uint32_t*>(found_inf_.data()));
-        } else {
-          return fail(Errc::internal, "a gradient of ", p.grad.dtype);
-        }
-      });
+      auto launched = device_detail::launch<cuda_kernels::NonFiniteParamList<T>>(
+          non_finite, p.grad.shape.numel(), stream, static_cast<const T*>(p.grad.data), p.grad.shape.numel(),
+          static_cast<std::uint32_t*>(found_inf_.data()));
       if (!launched) return std::move(launched).error().context(cat("checking the gradient of '", p.key, "'"));
     }
     return ok();
@@ -183,7 +204,7 @@ struct MasterWeights {
   bool f32_master = true;
 };
 
-namespace optimizer_detail {
+namespace device_detail {
 // A trained parameter as a device optimizer holds it: the model's parameter and gradient, its
 // master copy (16-bit models) and state.
 struct Slot {
@@ -235,12 +256,90 @@ Result<std::vector<Slot>> make_slots(Model& model, MasterWeights master, int sta
   if (slots.empty()) return fail(Errc::invalid_argument, "the model has no trained parameters");
   return slots;
 }
-}  // namespace optimizer_detail
+}  // namespace device_detail
+
+/// What the device optimizers share: the model, its trained parameters (with their master copies
+/// and state), the learning rate of their one group, and the start of a step (the scaler's check
+/// of the gradients, the multiplier that unscales them). Kernels are looked up once, at create.
+template <FloatElement T>
+class DeviceOptimizer {
+ public:
+  /// The Optimizer concept's one group: the learning rate a schedule sets.
+  std::size_t n_groups() const { return 1; }
+  double lr(std::size_t /*group*/) const { return lr_; }
+  double initial_lr(std::size_t /*group*/) const { return initial_lr_; }
+  Result<void> set_lr(std::size_t group, double lr) {
+    if (group != 0) return fail(Errc::out_of_range, "set_lr: group ", group, " of an optimizer with 1 group");
+    if (!(lr >= 0)) return fail(Errc::invalid_argument, "set_lr: invalid learning rate ", lr);
+    lr_ = lr;
+    return ok();
+  }
+  /// Zeroes the model's gradients (queued).
+  Result<void> zero_grad() { return model_->zero_grad(); }
+
+ protected:
+  using U = cuda_kernels::update_t<T>;
+  // What a step's launches take besides each parameter's own: the stream, the gradients'
+  // multiplier (1 / the scale with a scaler) and the scaler's overflow flag (null without one).
+  struct StepStart {
+    void* stream;
+    U multiplier;
+    const std::uint32_t* found_inf;
+  };
+
+  DeviceOptimizer() = default;
+
+  // The slots of `model`'s trained parameters (master copies for 16-bit T, `state_buffers` state
+  // buffers each, one more with amsgrad) and the kernels: teeny_<update_kernel>_<T>, and the
+  // non-finite check a scaler launches.
+  Result<void> init(CudaModelOf<T>& model, double lr, std::string_view update_kernel, MasterWeights master,
+                    int state_buffers, bool amsgrad) {
+    auto update = device_detail::find<T>(update_kernel);
+    if (!update) return std::move(update).error();
+    auto non_finite = device_detail::find<T>("non_finite");
+    if (!non_finite) return std::move(non_finite).error();
+    auto slots = device_detail::make_slots<T>(model, master, state_buffers, amsgrad);
+    if (!slots) return std::move(slots).error();
+    model_ = &model;
+    lr_ = lr;
+    initial_lr_ = lr;
+    update_ = std::move(*update);
+    non_finite_ = std::move(*non_finite);
+    slots_ = std::move(*slots);
+    for (const auto& slot : slots_) params_.push_back(slot.param);
+    return ok();
+  }
+
+  // Checks the gradients with `scaler` (when given) and says what the step's launches take.
+  Result<StepStart> start_step(GradScaler* scaler) {
+    void* stream = model_->backend().stream().handle();
+    if (scaler == nullptr) return StepStart{stream, U{1}, nullptr};
+    if (auto checked = scaler->check<T>(params_, non_finite_, model_->backend()); !checked) {
+      return std::move(checked).error();
+    }
+    return StepStart{stream, static_cast<U>(1.0 / scaler->scale()), scaler->found_inf()};
+  }
+  // After the step's launches: the scaler reads its flag (waiting for them) and moves its scale.
+  // Whether the step was taken.
+  Result<bool> finish_step(GradScaler* scaler) {
+    if (scaler == nullptr) return true;
+    if (auto updated = scaler->update(model_->backend()); !updated) return std::move(updated).error();
+    return !scaler->skipped_last();
+  }
+
+  CudaModelOf<T>* model_ = nullptr;
+  double lr_ = 0;
+  double initial_lr_ = 0;
+  device_detail::Kernel update_;
+  device_detail::Kernel non_finite_;
+  std::vector<device_detail::Slot> slots_;
+  std::vector<ParameterGradient> params_;  // the slots' parameters, as the scaler's check takes them
+};
 
 /// torch.optim.Adam (Decoupled false) and AdamW (true) over a GPU model's trained parameters: one
 /// launch per parameter per step, on the model's stream, with the CPU's Adam(W) update.
 template <FloatElement T, class Options, bool Decoupled>
-class AdamFamily {
+class AdamFamily : public DeviceOptimizer<T> {
  public:
   static constexpr std::string_view name = Decoupled ? "AdamW" : "Adam";
 
@@ -248,13 +347,11 @@ class AdamFamily {
     if (auto valid = teeny::AdamFamily<float, Options, Decoupled>::validate(options); !valid) {
       return std::move(valid).error();
     }
-    auto slots = optimizer_detail::make_slots<T>(model, master, 2, options.amsgrad);
-    if (!slots) return std::move(slots).error().context(name);
     AdamFamily opt;
-    opt.model_ = &model;
     opt.options_ = options;
-    opt.initial_lr_ = options.lr;
-    opt.slots_ = std::move(*slots);
+    if (auto made = opt.init(model, options.lr, "adam", master, 2, options.amsgrad); !made) {
+      return std::move(made).error().context(name);
+    }
     return opt;
   }
 
@@ -262,53 +359,32 @@ class AdamFamily {
   /// step skipped (and the scale backed off) when one overflowed.
   Result<void> step(GradScaler* scaler = nullptr) {
     using U = cuda_kernels::update_t<T>;
-    void* stream = model_->backend().stream().handle();
-    std::vector<ParameterGradient> params;
-    for (const auto& s : slots_) params.push_back(s.param);
-    if (scaler != nullptr) {
-      if (auto checked = scaler->check(params, model_->backend()); !checked) return checked;
-    }
-    const U multiplier = scaler != nullptr ? static_cast<U>(1.0 / scaler->scale()) : U{1};
-    const std::uint32_t* found_inf = scaler != nullptr ? scaler->found_inf() : nullptr;
-    for (auto& s : slots_) {
+    auto start = this->start_step(scaler);
+    if (!start) return std::move(start).error();
+    for (auto& s : this->slots_) {
       s.step += 1;
-      const auto scalars = math::make_adam_step<U>(options_.lr, options_.beta1, options_.beta2, options_.eps,
+      const auto scalars = math::make_adam_step<U>(this->lr_, options_.beta1, options_.beta2, options_.eps,
                                                    options_.weight_decay, Decoupled, s.step);
-      auto launched = optimizer_detail::launch<cuda_kernels::AdamParamList<T>>(
-          optimizer_detail::entry<T>("adam"), s.param.value.shape.numel(), stream, static_cast<T*>(s.param.value.data),
+      const std::int64_t n = s.param.value.shape.numel();
+      auto launched = device_detail::launch<cuda_kernels::AdamParamList<T>>(
+          this->update_, n, start->stream, static_cast<T*>(s.param.value.data),
           static_cast<const T*>(s.param.grad.data), static_cast<U*>(s.master.data()), static_cast<U*>(s.first.data()),
-          static_cast<U*>(s.second.data()), static_cast<U*>(s.max_second.data()), scalars, s.param.value.shape.numel(),
-          multiplier, found_inf);
+          static_cast<U*>(s.second.data()), static_cast<U*>(s.max_second.data()), scalars, n, start->multiplier,
+          start->found_inf);
       if (!launched) return std::move(launched).error().context(cat(name, " step of '", s.param.key, "'"));
     }
-    if (scaler == nullptr) return ok();
-    auto updated = scaler->update(model_->backend());
+    auto taken = this->finish_step(scaler);
+    if (!taken) return std::move(taken).error();
     // A skipped step is one PyTorch's scaler does not take: the step counts stay.
-    if (updated && scaler->skipped_last()) {
-      for (auto& s : slots_) s.step -= 1;
+    if (!*taken) {
+      for (auto& s : this->slots_) s.step -= 1;
     }
-    return updated;
-  }
-
-  /// The Optimizer concept's one group: the learning rate a schedule sets.
-  std::size_t n_groups() const { return 1; }
-  double lr(std::size_t /*group*/) const { return options_.lr; }
-  double initial_lr(std::size_t /*group*/) const { return initial_lr_; }
-  Result<void> set_lr(std::size_t group, double lr) {
-    if (group != 0) return fail(Errc::out_of_range, "set_lr: group ", group, " of an optimizer with 1 group");
-    if (!(lr >= 0)) return fail(Errc::invalid_argument, "set_lr: invalid learning rate ", lr);
-    options_.lr = lr;
     return ok();
   }
-  /// Zeroes the model's gradients (queued).
-  Result<void> zero_grad() { return model_->zero_grad(); }
 
  private:
   AdamFamily() = default;
-  CudaModelOf<T>* model_ = nullptr;
-  Options options_;
-  double initial_lr_ = 0;
-  std::vector<optimizer_detail::Slot> slots_;
+  Options options_;  // lr is the base's (set_lr changes it)
 };
 
 template <FloatElement T>
@@ -318,68 +394,47 @@ using AdamW = AdamFamily<T, AdamWOptions, true>;
 
 /// torch.optim.SGD over a GPU model's trained parameters, with the CPU's update.
 template <FloatElement T>
-class Sgd {
+class Sgd : public DeviceOptimizer<T> {
  public:
   static Result<Sgd> create(CudaModelOf<T>& model, const SgdOptions& options, MasterWeights master = {}) {
     if (auto valid = teeny::Sgd<float>::validate(options); !valid) return std::move(valid).error();
-    auto slots = optimizer_detail::make_slots<T>(model, master, options.momentum != 0 ? 1 : 0, false);
-    if (!slots) return std::move(slots).error().context("SGD");
     Sgd opt;
-    opt.model_ = &model;
     opt.options_ = options;
-    opt.initial_lr_ = options.lr;
-    opt.slots_ = std::move(*slots);
+    if (auto made = opt.init(model, options.lr, "sgd", master, options.momentum != 0 ? 1 : 0, false); !made) {
+      return std::move(made).error().context("SGD");
+    }
     return opt;
   }
 
+  /// One step over every parameter (queued), with a scaler as Adam's.
   Result<void> step(GradScaler* scaler = nullptr) {
     using U = cuda_kernels::update_t<T>;
-    void* stream = model_->backend().stream().handle();
-    std::vector<ParameterGradient> params;
-    for (const auto& s : slots_) params.push_back(s.param);
-    if (scaler != nullptr) {
-      if (auto checked = scaler->check(params, model_->backend()); !checked) return checked;
-    }
-    const U multiplier = scaler != nullptr ? static_cast<U>(1.0 / scaler->scale()) : U{1};
-    const std::uint32_t* found_inf = scaler != nullptr ? scaler->found_inf() : nullptr;
+    auto start = this->start_step(scaler);
+    if (!start) return std::move(start).error();
     const math::SgdStep<U> scalars{static_cast<U>(options_.weight_decay),
                                    static_cast<U>(options_.momentum),
                                    static_cast<U>(1 - options_.dampening),
-                                   static_cast<U>(-options_.lr),
+                                   static_cast<U>(-this->lr_),
                                    options_.weight_decay != 0,
                                    options_.nesterov};
-    for (auto& s : slots_) {
-      auto launched = optimizer_detail::launch<cuda_kernels::SgdParamList<T>>(
-          optimizer_detail::entry<T>("sgd"), s.param.value.shape.numel(), stream, static_cast<T*>(s.param.value.data),
+    for (auto& s : this->slots_) {
+      const std::int64_t n = s.param.value.shape.numel();
+      auto launched = device_detail::launch<cuda_kernels::SgdParamList<T>>(
+          this->update_, n, start->stream, static_cast<T*>(s.param.value.data),
           static_cast<const T*>(s.param.grad.data), static_cast<U*>(s.master.data()), static_cast<U*>(s.first.data()),
-          static_cast<std::uint32_t>(s.has_buffer ? 1 : 0), scalars, s.param.value.shape.numel(), multiplier,
-          found_inf);
+          static_cast<std::uint32_t>(s.has_buffer ? 1 : 0), scalars, n, start->multiplier, start->found_inf);
       if (!launched) return std::move(launched).error().context(cat("SGD step of '", s.param.key, "'"));
     }
-    Result<void> updated = scaler != nullptr ? scaler->update(model_->backend()) : ok();
+    auto taken = this->finish_step(scaler);
+    if (!taken) return std::move(taken).error();
     // A skipped step leaves the momentum buffers as they were.
-    const bool stepped = scaler == nullptr || !scaler->skipped_last();
-    for (auto& s : slots_) s.has_buffer = s.has_buffer || (stepped && s.first.data() != nullptr);
-    return updated;
-  }
-
-  std::size_t n_groups() const { return 1; }
-  double lr(std::size_t /*group*/) const { return options_.lr; }
-  double initial_lr(std::size_t /*group*/) const { return initial_lr_; }
-  Result<void> set_lr(std::size_t group, double lr) {
-    if (group != 0) return fail(Errc::out_of_range, "set_lr: group ", group, " of an optimizer with 1 group");
-    if (!(lr >= 0)) return fail(Errc::invalid_argument, "set_lr: invalid learning rate ", lr);
-    options_.lr = lr;
+    for (auto& s : this->slots_) s.has_buffer = s.has_buffer || (*taken && s.first.data() != nullptr);
     return ok();
   }
-  Result<void> zero_grad() { return model_->zero_grad(); }
 
  private:
   Sgd() = default;
-  CudaModelOf<T>* model_ = nullptr;
-  SgdOptions options_;
-  double initial_lr_ = 0;
-  std::vector<optimizer_detail::Slot> slots_;
+  SgdOptions options_;  // lr is the base's (set_lr changes it)
 };
 
 }  // namespace teeny::cuda

@@ -20,6 +20,8 @@ module;
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "math/loss.hpp"
 export module teeny.train:loss;
 import teeny.core;
 import :parameter;
@@ -126,7 +128,8 @@ double pointwise(TensorView<const T> input, TensorView<const T> target, TensorVi
 inline double sign(double d) { return d > 0 ? 1.0 : (d < 0 ? -1.0 : 0.0); }
 
 /// The checks of the class-index losses: [N, C] scores, [N] targets, each in [0, C) or ignored.
-template <TrainFloat T>
+/// (Any float type: teeny::cuda's cross-entropy checks a 16-bit model's logits with it too.)
+template <FloatElement T>
 Result<void> check_classes(std::string_view loss, std::string_view input_name, TensorView<const T> input,
                            TensorView<const std::int64_t> targets, TensorView<T> grad, const std::int64_t* ignore) {
   if (input.rank() != 2) {
@@ -178,7 +181,6 @@ Result<double> cross_entropy(TensorView<const T> logits, TensorView<const std::i
   std::int64_t counted = 0;
   for (std::int64_t i = 0; i < n; ++i) counted += targets(i) != options.ignore_index ? 1 : 0;
   const double denominator = options.reduction == Reduction::mean ? static_cast<double>(counted) : 1.0;
-  const double spread = classes > 0 ? s / static_cast<double>(classes) : 0.0;
   const bool write = loss_detail::wanted(grad);
   double total = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -198,13 +200,11 @@ Result<double> cross_entropy(TensorView<const T> logits, TensorView<const std::i
       sum_logits += static_cast<double>(logits(i, c));
     }
     const double log_sum = top + std::log(sum_exp);
-    const double nll = log_sum - static_cast<double>(logits(i, t));
-    const double smooth = static_cast<double>(classes) * log_sum - sum_logits;  // sum_c -log p_c
-    total += (1.0 - s) * nll + spread * smooth;
+    total += math::cross_entropy_term(log_sum, sum_logits, static_cast<double>(logits(i, t)), classes, s);
     if (write) {
       for (std::int64_t c = 0; c < classes; ++c) {
-        const double p = std::exp(static_cast<double>(logits(i, c)) - log_sum);
-        grad(i, c) = static_cast<T>((p - (c == t ? 1.0 - s : 0.0) - spread) / denominator);
+        grad(i, c) = static_cast<T>(
+            math::cross_entropy_slope(static_cast<double>(logits(i, c)), log_sum, c == t, classes, s, denominator));
       }
     }
   }
@@ -244,8 +244,8 @@ Result<double> mse_loss(TensorView<const T> input, TensorView<const T> target, T
                         Reduction reduction = Reduction::mean) {
   if (auto r = loss_detail::check_pointwise<T>("mse_loss", input, target, grad); !r) return std::move(r).error();
   return loss_detail::pointwise<T>(input, target, grad, reduction, [](std::int64_t, double x, double y) {
-    const double d = x - y;
-    return std::pair{d * d, 2.0 * d};
+    const math::TermSlope e = math::squared_error(x, y);
+    return std::pair{e.term, e.slope};
   });
 }
 

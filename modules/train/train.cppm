@@ -1,7 +1,8 @@
 // teeny.train — training support, compiled only with -Dtraining=true (TEENY_TRAINING): parameters
 // and gradient clipping, PyTorch's losses with their gradients, SGD / Adam / AdamW over parameter
 // groups with checkpointable state, learning-rate schedules and a seeded mini-batch sampler; and
-// the same optimizers for a model trained on the GPU (:device_optimizer, in teeny::cuda).
+// the same optimizers and losses for a model trained on the GPU (:device_optimizer and
+// :device_loss, in teeny::cuda).
 //
 //   auto opt = Sgd<float>::create(params, {.lr = 0.1, .momentum = 0.9});
 //   auto sampler = BatchSampler::create(n, 64, /*seed=*/1);
@@ -20,3 +21,4 @@ export import :schedule;
 export import :data;
 export import :model;
 export import :device_optimizer;
+export import :device_loss;

@@ -205,18 +205,46 @@ void check_dtype(Make& make, const Operands& operands, const ConcreteShape& out_
   auto out = teeny::cuda::DeviceBuffer::allocate(y.size() * sizeof(T));
   REQUIRE(out);
   const teeny::OpBindings bindings{b.inputs, b.params, {out->data(), teeny::dtype_of<T>, out_shape, 0}};
+  double scale = 1;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  const auto compare = [&](const char* path) {
+    CAPTURE(path);
+    REQUIRE(out->download(std::as_writable_bytes(std::span(y))));
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      CAPTURE(i);
+      const double got = from_element(y[i]);
+      CHECK(std::abs(got - want[i]) <= tolerance<T>() * scale);
+    }
+  };
   const GpuPhase device_phase = gpu_phase(phase);
   auto status = teeny::cuda::launch(op, bindings, "gpu-case", nullptr, device_phase.pointer());
   REQUIRE_MESSAGE(status, (status ? "" : status.error().to_string()));
   REQUIRE(teeny::cuda::synchronize("the GPU case"));
-  REQUIRE(out->download(std::as_writable_bytes(std::span(y))));
-  double scale = 1;
-  for (double w : want) scale = std::max(scale, std::abs(w));
-  for (std::size_t i = 0; i < y.size(); ++i) {
-    CAPTURE(i);
-    const double got = from_element(y[i]);
-    CHECK(std::abs(got - want[i]) <= tolerance<T>() * scale);
+  compare("teeny's kernel, launched directly");
+
+  // The same op as a model runs it, through a CudaContext: where an engine takes it (cuBLASLt for
+  // Linear and MatMul, cuDNN for convolutions) the engine's result must agree as well.
+  auto cuda = teeny::cuda::CudaContext::create();
+  REQUIRE_MESSAGE(cuda, (cuda ? "" : cuda.error().to_string()));
+  cuda->set_phase(phase);
+  const std::vector<std::byte> zeros(y.size() * sizeof(T));
+  REQUIRE(out->upload(zeros));
+  std::vector<ConcreteShape> input_shapes;
+  for (const TensorBinding& in : b.inputs) input_shapes.push_back(in.shape);
+  for (std::size_t i = 0; i < teeny::n_launches(op); ++i) {
+    auto args = teeny::pack_args_for_launch(op, i, bindings);
+    REQUIRE(args);
+    const teeny::LaunchSite site{"gpu-case", i, teeny::grid_for_launch(op, i, input_shapes, out_shape), op.block()};
+    auto state = prepare_kernel(op, *args, *cuda, site);
+    REQUIRE_MESSAGE(state, (state ? "" : state.error().to_string()));
+    run_kernel(op, *args, *state, *cuda);
   }
+  auto ran = cuda->take_error();
+  REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+  REQUIRE(cuda->synchronize());
+  const std::string engines =
+      "through CudaContext (GEMMs: " + cuda->gemm_engine() + "; convolutions: " + cuda->conv_engine() + ")";
+  compare(engines.c_str());
 }
 
 // The op `make` builds, on the GPU in every dtype against the CPU in f64, both in `phase` (the

@@ -87,16 +87,17 @@ TEST_CASE("cuda: every op names its kernel per dtype, as the entry points kernel
   check_set(std::type_identity<teeny::standard_ops<teeny::bf16>>{});
   CHECK(ck::find_kernel("teeny_unary_i32") == nullptr);
   // 22 forward families (21 besides dropout) and their 22 backwards, in 4 dtypes, each an entry
-  // point some op names (in training builds, where ops name their backwards); and the optimizers'
-  // three (Adam, SGD, the non-finite check), which the device optimizers launch.
-  for (const char* family : {"adam", "sgd", "non_finite"}) {
+  // point some op names (in training builds, where ops name their backwards); the optimizers'
+  // three (Adam, SGD, the non-finite check) and the losses' two, which the device optimizers and
+  // losses launch; and the convolution's finish after cuDNN, which CudaContext launches.
+  for (const char* family : {"adam", "sgd", "non_finite", "cross_entropy", "squared_error", "conv_finish"}) {
     for (const char* dtype : {"f32", "f64", "f16", "bf16"}) {
       const std::string entry = std::string("teeny_") + family + "_" + dtype;
       CAPTURE(entry);
       CHECK(ck::find_kernel(entry.c_str()) != nullptr);
     }
   }
-  CHECK(ck::kernel_count() == (44 + 3) * 4);
+  CHECK(ck::kernel_count() == (44 + 6) * 4);
 #if TEENY_TRAINING
   CHECK(named.size() == 44 * 4);
 #else

@@ -73,6 +73,17 @@ void check_model(const char* name, const teeny::Graph& graph, std::int64_t times
   CHECK(bad == 0);
   MESSAGE(name << " on the GPU, batch " << x.shape()[0] << ": max |error| vs PyTorch " << worst);
 
+  // The same input taken from device memory (forward_on_device): the same logits, bit for bit.
+  auto device_x = teeny::cuda::DeviceBuffer::allocate(x.bytes());
+  REQUIRE(device_x);
+  const std::span<const std::byte> host_x(static_cast<const std::byte*>(x.data()), x.bytes());
+  REQUIRE(device_x->upload(host_x));
+  const teeny::TensorRef on_device[] = {
+      {"x", x.dtype(), x.shape(), {static_cast<const std::byte*>(device_x->data()), x.bytes()}}};
+  auto ran_on_device = model->forward_on_device(on_device);
+  REQUIRE_MESSAGE(ran_on_device, (ran_on_device ? "" : ran_on_device.error().to_string()));
+  CHECK(logits_of(*model, eager.size()) == eager);
+
   REQUIRE(model->set_graph_replay(true));
   for (int replay = 0; replay < 2; ++replay) {
     auto replayed = model->forward(input);
@@ -258,15 +269,26 @@ TEST_CASE("cuda: AdamW steps on the GPU match the CPU AdamW's") {
   REQUIRE(cpu_opt);
   auto gpu_opt = teeny::cuda::AdamW<float>::create(*gpu, {.lr = 1e-2});
   REQUIRE_MESSAGE(gpu_opt, (gpu_opt ? "" : gpu_opt.error().to_string()));
+  // A third model trains with its forward and backward replayed as CUDA graphs.
+  auto replayed = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+  REQUIRE_MESSAGE(replayed, (replayed ? "" : replayed.error().to_string()));
+  REQUIRE(replayed->load_weights(*source, {}));
+  REQUIRE(replayed->set_graph_replay(true));
+  auto replayed_opt = teeny::cuda::AdamW<float>::create(*replayed, {.lr = 1e-2});
+  REQUIRE(replayed_opt);
   for (int step = 0; step < 3; ++step) {
     forward_backward(*cpu, fx.x, dlogits);
     forward_backward(*gpu, fx.x, dlogits);
+    forward_backward(*replayed, fx.x, dlogits);
     cpu_opt->step();
     REQUIRE(gpu_opt->step());
+    REQUIRE(replayed_opt->step());
     cpu_opt->zero_grad();
     REQUIRE(gpu_opt->zero_grad());
+    REQUIRE(replayed_opt->zero_grad());
   }
   const auto got = parameter_values(*gpu);
+  CHECK(parameter_values(*replayed) == got);  // the same kernels, replayed: bit for bit
   const auto want = cpu->parameters();
   REQUIRE(got.size() == want.size());
   for (std::size_t p = 0; p < want.size(); ++p) {
@@ -365,5 +387,68 @@ TEST_CASE("cuda: a bf16 model steps through f32 master weights, and f16 loss sca
     CHECK(skipped > 0);
     CHECK(stepped);
   }
+}
+
+TEST_CASE("cuda: cross-entropy and MSE on the GPU give the CPU losses' values and gradients") {
+  if (!have_gpu()) return;
+  const teeny::Graph graph = built(models::mlp());
+  const fixtures::Model fx = fixtures::model("mlp");
+  const std::int64_t batch = fx.x.shape()[0];
+  auto model = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  REQUIRE(model->load_weights(fx.file, {.strict = false}));
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
+  REQUIRE(model->forward(input));
+  const auto n = static_cast<std::size_t>(fx.logits.numel());
+  std::vector<float> logits(n);
+  REQUIRE(model->copy_output("logits", std::as_writable_bytes(std::span(logits))));
+  const teeny::ConcreteShape shape{batch, static_cast<std::int64_t>(n) / batch};
+  const auto grad_on_device = [&] {
+    auto binding = model->output_grad("logits");
+    REQUIRE(binding);
+    std::vector<float> out(n);
+    REQUIRE(model->backend().download(out.data(), binding->data, n * sizeof(float)));
+    return out;
+  };
+
+  // Cross-entropy with label smoothing, a loss scale and an ignored sample, against the CPU's on
+  // the same logits: the same double sums of the same terms.
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(batch));
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>((3 * i + 1) % 10);
+  labels[1] = -100;
+  const teeny::CrossEntropyOptions options{.label_smoothing = 0.1};
+  std::vector<float> cpu_grad(n);
+  const auto cpu_loss = teeny::cross_entropy<float>(teeny::TensorView<const float>(logits.data(), shape),
+                                                    teeny::TensorView<const std::int64_t>(labels.data(), {batch}),
+                                                    teeny::TensorView<float>(cpu_grad.data(), shape), options);
+  REQUIRE(cpu_loss);
+  teeny::cuda::CrossEntropyLoss<float> cross_entropy(options);
+  const auto gpu_loss = cross_entropy(*model, "logits", labels, 8.0);
+  REQUIRE_MESSAGE(gpu_loss, (gpu_loss ? "" : gpu_loss.error().to_string()));
+  CHECK(std::abs(*gpu_loss - *cpu_loss) <= 1e-12 * std::abs(*cpu_loss));
+  const auto gpu_grad = grad_on_device();
+  for (std::size_t i = 0; i < n; ++i) CHECK(std::abs(gpu_grad[i] - 8.0F * cpu_grad[i]) <= 1e-6F);
+
+  // A target out of range is refused before anything runs, naming the sample.
+  labels[2] = 10;
+  const auto refused = cross_entropy(*model, "logits", labels);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("sample 2") != std::string::npos);
+
+  // MSE against a target of the logits' shape.
+  std::vector<float> target(n);
+  for (std::size_t i = 0; i < n; ++i) target[i] = 0.25F * static_cast<float>(i % 7) - 0.5F;
+  const auto cpu_mse = teeny::mse_loss<float>(teeny::TensorView<const float>(logits.data(), shape),
+                                              teeny::TensorView<const float>(target.data(), shape),
+                                              teeny::TensorView<float>(cpu_grad.data(), shape));
+  REQUIRE(cpu_mse);
+  teeny::cuda::MseLoss<float> mse;
+  const auto gpu_mse = mse(*model, "logits", target);
+  REQUIRE_MESSAGE(gpu_mse, (gpu_mse ? "" : gpu_mse.error().to_string()));
+  CHECK(std::abs(*gpu_mse - *cpu_mse) <= 1e-12 * std::abs(*cpu_mse));
+  const auto mse_grad = grad_on_device();
+  for (std::size_t i = 0; i < n; ++i) CHECK(std::abs(mse_grad[i] - cpu_grad[i]) <= 1e-6F);
+  std::vector<float> short_target(n - 1);
+  CHECK_FALSE(mse(*model, "logits", short_target));
 }
 #endif

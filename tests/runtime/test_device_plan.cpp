@@ -68,12 +68,24 @@ class HostDeviceOf {
     return teeny::ok();
   }
 
+  teeny::Result<void> copy_on_device(void* to, const void* from, std::size_t bytes) {
+    REQUIRE(on_device(to, bytes));
+    REQUIRE(on_device(from, bytes));
+    std::memcpy(to, from, bytes);
+    ++device_copies;
+    return teeny::ok();
+  }
+
   teeny::Result<void> zero(void* to, std::size_t bytes)
     requires Trains
   {
     REQUIRE(on_device(to, bytes));
-    std::memset(to, 0, bytes);
     ++zeroed;
+    if (capturing) {
+      recorded.push_back([to, bytes] { std::memset(to, 0, bytes); });  // a memset node of the graph
+      return teeny::ok();
+    }
+    std::memset(to, 0, bytes);
     return teeny::ok();
   }
   void set_phase(const teeny::RunPhase& phase) { cpu.set_phase(phase); }
@@ -119,6 +131,7 @@ class HostDeviceOf {
   int uploads = 0;
   std::size_t uploaded_bytes = 0;
   int downloads = 0;
+  int device_copies = 0;
   int launches = 0;  // run eagerly (not recorded)
   int captures = 0;
   int replays = 0;
@@ -166,16 +179,21 @@ auto prepare_backward_kernel(const Op& op, const typename Op::BackwardArgs& args
 template <class Op, class State>
   requires teeny::BackwardKernelFor<teeny::CpuContext, Op>
 void run_backward_kernel(const Op& op, const typename Op::BackwardArgs& args, State& state, HostDevice& device) {
+  if (device.capturing) {
+    device.recorded.push_back([&op, &args, &state, &device] { run_backward_kernel(op, args, state, device.cpu); });
+    return;
+  }
   ++device.backward_launches;
   run_backward_kernel(op, args, state, device.cpu);
 }
 #endif
 
 using Model = teeny::LoadedModel<HostDevice, teeny::standard_ops<float>>;
-static_assert(teeny::DeviceMemoryBackend<HostDevice> && teeny::GraphBackend<HostDevice> &&
-              teeny::ReportsRunErrors<HostDevice>);
+static_assert(teeny::DeviceMemoryBackend<HostDevice> && teeny::DeviceCopyBackend<HostDevice> &&
+              teeny::GraphBackend<HostDevice> && teeny::ReportsRunErrors<HostDevice>);
 static_assert(teeny::DeviceTrainingBackend<HostDevice> && !teeny::DeviceTrainingBackend<HostDeviceOf<false>>);
-static_assert(!teeny::DeviceMemoryBackend<teeny::CpuContext> && !teeny::GraphBackend<teeny::CpuContext>);
+static_assert(!teeny::DeviceMemoryBackend<teeny::CpuContext> && !teeny::DeviceCopyBackend<teeny::CpuContext> &&
+              !teeny::GraphBackend<teeny::CpuContext>);
 
 Model load(const teeny::Graph& graph, std::int64_t batch) {
   auto lowered = teeny::standard_lowering<float>{}.lower(graph, teeny::LoweringMode::inference);
@@ -249,6 +267,42 @@ TEST_CASE("device plan: parameters and activations live in the backend's memory,
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message().find("output 'logits'") != std::string::npos);
   CHECK(refused.error().message().find("has 120 bytes, but the buffer given for it has 12") != std::string::npos);
+}
+
+TEST_CASE("device plan: inputs already in device memory are copied on the device, never through the host") {
+  auto fx = fixtures::model("mlp");
+  const teeny::Graph graph = fake::built(models::mlp());
+  fake::Model model = fake::load(graph, fx.x.shape()[0]);
+  REQUIRE(model.load_weights(fx.file, {.strict = false}));
+  auto& device = model.backend();
+
+  // The input placed in the backend's memory by the caller (as their own kernel would write it).
+  auto memory = device.allocate(fx.x.bytes());
+  REQUIRE(memory);
+  std::memcpy(memory->data(), fx.x.data(), fx.x.bytes());
+  const std::span<const std::byte> on_device(static_cast<const std::byte*>(memory->data()), fx.x.bytes());
+  const teeny::TensorRef input[] = {{"x", fx.x.dtype(), fx.x.shape(), on_device}};
+  const int uploads = device.uploads;
+  REQUIRE(model.forward_on_device(input));
+  CHECK(device.uploads == uploads);  // nothing came from the host
+  CHECK(device.device_copies == 1);
+  const auto got = fake::output_of(model, "logits", static_cast<std::size_t>(fx.logits.numel()));
+  auto tensor = teeny::Tensor::zeros(teeny::DType::f32, fx.logits.shape());
+  REQUIRE(tensor);
+  std::memcpy(tensor->data(), got.data(), tensor->bytes());
+  fixtures::check_close(teeny::TensorBinding{tensor->data(), teeny::DType::f32, tensor->shape(), 0}, fx.logits);
+
+  // Checked as forward's inputs are, before anything is copied: a wrong name, a byte count that
+  // does not fill the shape.
+  const teeny::TensorRef misnamed[] = {{"image", fx.x.dtype(), fx.x.shape(), on_device}};
+  auto refused = model.forward_on_device(misnamed);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("no input 'image'") != std::string::npos);
+  const teeny::TensorRef short_input[] = {{"x", fx.x.dtype(), fx.x.shape(), on_device.first(on_device.size() - 4)}};
+  refused = model.forward_on_device(short_input);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("input 'x' has") != std::string::npos);
+  CHECK(device.device_copies == 1);
 }
 
 TEST_CASE("device plan: each launch is prepared once, told its node, launch index and geometry") {
@@ -381,8 +435,9 @@ void copy_weights(const teeny::CpuModel& from, Model& to) {
 }  // namespace fake
 
 TEST_CASE("device plan: a model lowered for training trains on a device backend as on the CPU backend") {
-  for (const char* name : {"mlp", "lenet"}) {
+  for (const auto& [name, replay] : {std::pair{"mlp", false}, std::pair{"lenet", false}, std::pair{"lenet", true}}) {
     CAPTURE(name);
+    CAPTURE(replay);
     auto fx = fixtures::model(name);
     // (LeNet with batch norm: its training phase and running statistics.)
     const teeny::Graph graph = fake::built(std::string(name) == "mlp" ? models::mlp() : models::lenet_bn());
@@ -404,6 +459,8 @@ TEST_CASE("device plan: a model lowered for training trains on a device backend 
     for (const auto& p : trained) CHECK(device.on_device(p.grad.data, 1));
 
     // Two forward/backward passes with the same dL/dlogits: gradients accumulate, as on the CPU.
+    // Replayed, each pass is two graph launches (the forward's, the backward's), captured once.
+    if (replay) REQUIRE(device_model.set_graph_replay(true));
     const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
     std::vector<float> dlogits(static_cast<std::size_t>(fx.logits.numel()));
     for (std::size_t i = 0; i < dlogits.size(); ++i) dlogits[i] = 0.01F * static_cast<float>(i % 7) - 0.03F;
@@ -418,8 +475,10 @@ TEST_CASE("device plan: a model lowered for training trains on a device backend 
       auto ran = device_model.backward();
       REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
     }
-    CHECK(device.backward_launches > 0);
+    CHECK((device.backward_launches > 0) != replay);  // replayed, every backward launch is the graph's
     CHECK(device.zeroed > 0);
+    CHECK(device.captures == (replay ? 2 : 0));
+    CHECK(device.replays == (replay ? 4 : 0));
     for (const auto& want : cpu->parameter_gradients()) {
       CAPTURE(want.key);
       const auto bytes = static_cast<std::size_t>(want.grad.shape.numel()) * sizeof(float);

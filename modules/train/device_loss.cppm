@@ -1,0 +1,209 @@
+// teeny.train:device_loss — losses of a model trained on the GPU (teeny::cuda): F.cross_entropy and
+// F.mse_loss computed where the output is, in device memory, with the CPU losses' math
+// (kernels/math/loss.hpp), their gradient written straight into the model's output gradient, and
+// the loss returned. Sums are in double and in a fixed order: the same inputs give the same loss
+// and gradients every run.
+//
+//   teeny::cuda::CrossEntropyLoss<bf16> loss({.label_smoothing = 0.1});  // buffers grow as needed
+//   model->forward(in);
+//   auto value = loss(*model, "logits", labels);   // labels: host int64 [N]; waits for the kernels
+//   model->backward();
+//   opt->step();
+//
+// With a GradScaler, pass its scale() as the gradient's multiplier. Targets come from host memory
+// (checked there, then copied over); targets already in device memory are planned.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cuda/params.hpp"
+#include "math/loss.hpp"
+export module teeny.train:device_loss;
+import teeny.core;
+import teeny.model;
+import teeny.runtime;
+import teeny.cuda;
+import :loss;
+import :device_optimizer;
+
+namespace teeny::cuda::device_detail {
+
+// Device memory of at least `bytes`, kept between calls and replaced only when it must grow.
+inline Result<void> reserve(DeviceBuffer& buffer, std::size_t bytes) {
+  if (buffer.bytes() >= bytes && buffer.data() != nullptr) return ok();
+  auto grown = DeviceBuffer::allocate(std::max<std::size_t>(bytes, 1));
+  if (!grown) return std::move(grown).error();
+  buffer = std::move(*grown);
+  return ok();
+}
+
+// Output `name` of `model`'s last forward and its gradient, both contiguous (a padded output is
+// refused): what a device loss reads and writes.
+struct OutputAndGrad {
+  TensorBinding value;
+  TensorBinding grad;
+};
+template <class Model>
+Result<OutputAndGrad> output_and_grad(Model& model, std::string_view loss, std::string_view name) {
+  auto value = model.output(name);
+  if (!value) return std::move(value).error().context(loss);
+  auto grad = model.output_grad(name);
+  if (!grad) return std::move(grad).error().context(loss);
+  for (const TensorBinding* b : {&*value, &*grad}) {
+    if (b->row_stride != 0 && b->row_stride != b->shape.last()) {
+      return fail(Errc::unsupported, loss, ": output '", name, "' (", b->dtype, " ", b->shape, ") has padded rows (",
+                  b->row_stride, " elements apart)");
+    }
+  }
+  return OutputAndGrad{*value, *grad};
+}
+
+}  // namespace teeny::cuda::device_detail
+
+export namespace teeny::cuda {
+
+/// F.cross_entropy on a GPU model's logits (an output [N, C]) against class indices, with
+/// PyTorch's options (reduction, ignore_index, label_smoothing): one thread a row, its terms
+/// summed on the host in row order, as the CPU's cross_entropy sums them.
+template <FloatElement T>
+class CrossEntropyLoss {
+ public:
+  explicit CrossEntropyLoss(CrossEntropyOptions options = {}) : options_(options) {}
+
+  /// The loss of output `name` of the model's last forward against `targets` (host memory, [N],
+  /// each in [0, C) or options.ignore_index: checked first, an error names the sample), writing
+  /// dL/d(logits) times `grad_multiplier` (a GradScaler's scale(), else 1) into the output's
+  /// gradient for backward(). Waits for the kernels, to return the loss.
+  Result<double> operator()(CudaModelOf<T>& model, std::string_view name, std::span<const std::int64_t> targets,
+                            double grad_multiplier = 1.0) {
+    const double s = options_.label_smoothing;
+    if (!(s >= 0.0 && s <= 1.0)) {
+      return fail(Errc::invalid_argument, "cross_entropy: label_smoothing must be in [0, 1], got ", s);
+    }
+    auto io = device_detail::output_and_grad(model, "cross_entropy", name);
+    if (!io) return std::move(io).error();
+    const TensorBinding& logits = io->value;
+    if (logits.dtype != dtype_of<T>) {
+      return fail(Errc::dtype_mismatch, "cross_entropy: output '", name, "' is ", logits.dtype, ", not ", dtype_of<T>);
+    }
+    const TensorView<const std::int64_t> target_view(targets.data(),
+                                                     ConcreteShape{static_cast<std::int64_t>(targets.size())});
+    const TensorView<const T> logits_view(static_cast<const T*>(logits.data), logits.shape);
+    if (auto checked = loss_detail::check_classes<T>("cross_entropy", cat("logits '", name, "'"), logits_view,
+                                                     target_view, TensorView<T>{}, &options_.ignore_index);
+        !checked) {
+      return std::move(checked).error();
+    }
+    if (kernel_.entry == nullptr) {
+      auto found = device_detail::find<T>("cross_entropy");
+      if (!found) return std::move(found).error().context("cross_entropy");
+      kernel_ = std::move(*found);
+    }
+    const std::int64_t rows = logits.shape[0];
+    const std::int64_t classes = logits.shape[1];
+    std::int64_t counted = 0;
+    for (const std::int64_t t : targets) counted += t != options_.ignore_index ? 1 : 0;
+    const double denominator = options_.reduction == Reduction::mean ? static_cast<double>(counted) : 1.0;
+    if (rows == 0) return 0.0 / denominator;  // as the CPU's: a mean over no sample is NaN
+    CudaContext& cuda = model.backend();
+    const auto n = static_cast<std::size_t>(rows);
+    if (auto r = device_detail::reserve(targets_, n * sizeof(std::int64_t)); !r) return std::move(r).error();
+    if (auto r = device_detail::reserve(row_losses_, n * sizeof(double)); !r) return std::move(r).error();
+    if (auto r = cuda.upload(targets_.data(), targets.data(), n * sizeof(std::int64_t)); !r) {
+      return std::move(r).error().context("cross_entropy: the targets");
+    }
+    const math::CrossEntropyStep step{options_.ignore_index, s, denominator, grad_multiplier};
+    auto launched = device_detail::launch<cuda_kernels::CrossEntropyParamList<T>>(
+        kernel_, rows, cuda.stream().handle(), static_cast<const T*>(logits.data),
+        static_cast<const std::int64_t*>(targets_.data()), static_cast<T*>(io->grad.data),
+        static_cast<double*>(row_losses_.data()), rows, classes, step);
+    if (!launched) return std::move(launched).error().context(cat("cross_entropy of output '", name, "'"));
+    host_losses_.resize(n);
+    if (auto r = cuda.download(host_losses_.data(), row_losses_.data(), n * sizeof(double)); !r) {
+      return std::move(r).error().context(cat("cross_entropy of output '", name, "'"));
+    }
+    double total = 0;
+    for (const double term : host_losses_) total += term;
+    return total / denominator;
+  }
+
+  const CrossEntropyOptions& options() const { return options_; }
+
+ private:
+  CrossEntropyOptions options_;
+  device_detail::Kernel kernel_;
+  DeviceBuffer targets_;
+  DeviceBuffer row_losses_;
+  std::vector<double> host_losses_;
+};
+
+/// F.mse_loss on a GPU model's output against a target of its shape: each block of the kernel
+/// sums its elements' squared errors in a fixed order, and the host sums the blocks' in order.
+template <FloatElement T>
+class MseLoss {
+ public:
+  explicit MseLoss(Reduction reduction = Reduction::mean) : reduction_(reduction) {}
+
+  /// The loss of output `name` of the model's last forward against `target` (host memory, the
+  /// output's shape, row-major), writing dL/d(output) times `grad_multiplier` into the output's
+  /// gradient for backward(). Waits for the kernel, to return the loss.
+  Result<double> operator()(CudaModelOf<T>& model, std::string_view name, std::span<const T> target,
+                            double grad_multiplier = 1.0) {
+    auto io = device_detail::output_and_grad(model, "mse_loss", name);
+    if (!io) return std::move(io).error();
+    const TensorBinding& input = io->value;
+    if (input.dtype != dtype_of<T>) {
+      return fail(Errc::dtype_mismatch, "mse_loss: output '", name, "' is ", input.dtype, ", not ", dtype_of<T>);
+    }
+    const std::int64_t n = input.shape.numel();
+    if (static_cast<std::int64_t>(target.size()) != n) {
+      return fail(Errc::shape_mismatch, "mse_loss: output '", name, "' ", input.shape, " has ", n,
+                  " elements, but the target has ", target.size());
+    }
+    const double scale = reduction_ == Reduction::mean ? 1.0 / static_cast<double>(n) : 1.0;
+    // As the CPU's (and PyTorch's): a mean over no element is NaN.
+    if (n == 0) return reduction_ == Reduction::mean ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+    if (kernel_.entry == nullptr) {
+      auto found = device_detail::find<T>("squared_error");
+      if (!found) return std::move(found).error().context("mse_loss");
+      kernel_ = std::move(*found);
+    }
+    CudaContext& cuda = model.backend();
+    const std::uint32_t blocks = device_detail::blocks_for(n, kMaxBlocks);
+    const auto bytes = static_cast<std::size_t>(n) * sizeof(T);
+    if (auto r = device_detail::reserve(target_, bytes); !r) return std::move(r).error();
+    if (auto r = device_detail::reserve(partials_, blocks * sizeof(double)); !r) return std::move(r).error();
+    if (auto r = cuda.upload(target_.data(), target.data(), bytes); !r) {
+      return std::move(r).error().context("mse_loss: the target");
+    }
+    auto launched = device_detail::launch_blocks<cuda_kernels::SquaredErrorParamList<T>>(
+        kernel_, blocks, cat(n, " elements"), cuda.stream().handle(), static_cast<const T*>(input.data),
+        static_cast<const T*>(target_.data()), static_cast<T*>(io->grad.data), static_cast<double*>(partials_.data()),
+        n, scale * grad_multiplier);
+    if (!launched) return std::move(launched).error().context(cat("mse_loss of output '", name, "'"));
+    host_partials_.resize(blocks);
+    if (auto r = cuda.download(host_partials_.data(), partials_.data(), blocks * sizeof(double)); !r) {
+      return std::move(r).error().context(cat("mse_loss of output '", name, "'"));
+    }
+    double total = 0;
+    for (const double partial : host_partials_) total += partial;
+    return total * scale;
+  }
+
+ private:
+  static constexpr std::int64_t kMaxBlocks = 1024;  // the partial sums the host adds up
+  Reduction reduction_;
+  device_detail::Kernel kernel_;
+  DeviceBuffer target_;
+  DeviceBuffer partials_;
+  std::vector<double> host_partials_;
+};
+
+}  // namespace teeny::cuda
