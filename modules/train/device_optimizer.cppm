@@ -7,9 +7,10 @@
 //   auto opt = teeny::cuda::AdamW<bf16>::create(*model, {.lr = 1e-3});   // f32 master weights
 //   ... forward, model->set_output_grad("logits", dlogits), backward, opt->step(), model->zero_grad()
 //
-// The options are teeny.train's (SgdOptions, AdamOptions, AdamWOptions), applied to every trained
-// parameter (PyTorch's default: one group). The state stays on the GPU; saving it, and parameter
-// groups, are planned.
+// The options are teeny.train's (SgdOptions, AdamOptions, AdamWOptions), for every trained
+// parameter (one group, PyTorch's default) or per parameter group (DeviceParamGroup, by key;
+// weight_decay_groups makes PyTorch's usual pair). The state lives on the GPU; state_tensors()
+// copies it out under teeny.train's keys (a checkpoint) and load_state() puts it back.
 module;
 #include <algorithm>
 #include <cmath>
@@ -204,21 +205,75 @@ struct MasterWeights {
   bool f32_master = true;
 };
 
+/// Trained parameters of a GPU model that share options (PyTorch's param_groups entry), by key.
+template <class Options>
+struct DeviceParamGroup {
+  std::vector<std::string> keys;
+  Options options;
+};
+
+/// PyTorch's usual two groups over a GPU model's trained parameters: group 0 the parameters of
+/// rank >= 2 (weights) with `options`, group 1 those of rank <= 1 (biases, norm weights) with
+/// weight_decay = 0 (teeny::weight_decay_groups' split).
+template <class Model, class Options>
+std::vector<DeviceParamGroup<Options>> weight_decay_groups(Model& model, const Options& options) {
+  std::vector<DeviceParamGroup<Options>> groups(2);
+  groups[0].options = options;
+  groups[1].options = options;
+  groups[1].options.weight_decay = 0;
+  for (const ParameterGradient& p : model.device_parameter_gradients()) {
+    groups[p.value.shape.rank() <= 1 ? 1 : 0].keys.emplace_back(p.key);
+  }
+  return groups;
+}
+
 namespace device_detail {
 // A trained parameter as a device optimizer holds it: the model's parameter and gradient, its
-// master copy (16-bit models) and state.
+// group, its master copy (16-bit models) and state, and the keys its state is saved under.
 struct Slot {
   ParameterGradient param;
+  std::size_t group = 0;
   DeviceBuffer master;
   DeviceBuffer first;   // Adam's exp_avg, SGD's momentum buffer
   DeviceBuffer second;  // Adam's exp_avg_sq
   DeviceBuffer max_second;
   std::int64_t step = 0;
   bool has_buffer = false;  // SGD: the momentum buffer holds a step's
+  std::string prefix;       // "state.{i}.", i counted over the groups in order, as PyTorch numbers them
 };
 
-template <FloatElement T, class Model>
-Result<std::vector<Slot>> make_slots(Model& model, MasterWeights master, int state_buffers, bool amsgrad) {
+// The model's trained parameters named by `groups`, in their order (group 0's first), each with
+// its group's index; an error names a key that is not a trained parameter or is given twice.
+template <class Model, class Options>
+Result<std::vector<std::pair<ParameterGradient, std::size_t>>> select(
+    Model& model, const std::vector<DeviceParamGroup<Options>>& groups) {
+  const std::vector<ParameterGradient> trained = model.device_parameter_gradients();
+  std::vector<std::pair<ParameterGradient, std::size_t>> out;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (const std::string& key : groups[g].keys) {
+      const auto found =
+          std::find_if(trained.begin(), trained.end(), [&](const ParameterGradient& p) { return p.key == key; });
+      if (found == trained.end()) {
+        return fail(Errc::not_found, "group ", g, ": '", key, "' is not a trained parameter of the model");
+      }
+      for (const auto& [p, earlier] : out) {
+        if (p.key == key) {
+          return fail(Errc::duplicate, "'", key, "' is in group ", earlier, " and group ", g,
+                      " (a parameter may be in one group only)");
+        }
+      }
+      out.emplace_back(*found, g);
+    }
+  }
+  if (out.empty()) return fail(Errc::invalid_argument, "got an empty parameter list");
+  return out;
+}
+
+// A slot for each selected parameter: a master copy for 16-bit T (unless `master` says not) and
+// `buffers(group)` zeroed state buffers.
+template <FloatElement T, class Model, class Buffers>
+Result<std::vector<Slot>> make_slots(Model& model, const std::vector<std::pair<ParameterGradient, std::size_t>>& chosen,
+                                     MasterWeights master, Buffers&& buffers) {
   using U = cuda_kernels::update_t<T>;
   std::vector<Slot> slots;
   const bool masters = master.f32_master && !std::is_same_v<U, T>;
@@ -227,12 +282,12 @@ Result<std::vector<Slot>> make_slots(Model& model, MasterWeights master, int sta
     if (auto downloaded = model.download_parameters(); !downloaded) return std::move(downloaded).error();
     host = model.parameters();
   }
-  for (const ParameterGradient& p : model.device_parameter_gradients()) {
+  for (const auto& [p, group] : chosen) {
     if (p.value.dtype != dtype_of<T>) {
       return fail(Errc::dtype_mismatch, "parameter '", p.key, "' is ", p.value.dtype, ", not the optimizer's ",
                   dtype_of<T>);
     }
-    Slot slot{p, {}, {}, {}, {}, 0, false};
+    Slot slot{p, group, {}, {}, {}, {}, 0, false, cat("state.", slots.size(), ".")};
     const std::int64_t n = p.value.shape.numel();
     if (masters) {
       std::vector<U> values(static_cast<std::size_t>(n));
@@ -246,39 +301,52 @@ Result<std::vector<Slot>> make_slots(Model& model, MasterWeights master, int sta
       slot.master = std::move(*copy);
     }
     DeviceBuffer* state[] = {&slot.first, &slot.second, &slot.max_second};
-    for (int s = 0; s < state_buffers + (amsgrad ? 1 : 0); ++s) {
+    for (int s = 0; s < buffers(group); ++s) {
       auto buffer = device_values<U>(model.backend(), n);
       if (!buffer) return std::move(buffer).error().context(cat("optimizer state of '", p.key, "'"));
       *state[s] = std::move(*buffer);
     }
     slots.push_back(std::move(slot));
   }
-  if (slots.empty()) return fail(Errc::invalid_argument, "the model has no trained parameters");
   return slots;
 }
+
+// A device buffer of a slot's state as it is saved (a host tensor) and loaded (from one).
+struct SavedBuffer {
+  std::string key;
+  DeviceBuffer* buffer;
+};
 }  // namespace device_detail
 
 /// What the device optimizers share: the model, its trained parameters (with their master copies
-/// and state), the learning rate of their one group, and the start of a step (the scaler's check
-/// of the gradients, the multiplier that unscales them). Kernels are looked up once, at create.
+/// and state) in groups, each group's learning rate, the start of a step (the scaler's check of
+/// the gradients, the multiplier that unscales them), and saving and loading the state. Kernels
+/// are looked up once, at create.
+///
+/// State keys: teeny.train's optimizers' (PyTorch's optimizer.state_dict()["state"] flattened,
+/// i counted over the groups in order), with the state in the update type (f32 for a 16-bit model,
+/// f64 for f64); a 16-bit model's master copy adds state.{i}.master (f32, the parameter's shape).
 template <FloatElement T>
 class DeviceOptimizer {
  public:
-  /// The Optimizer concept's one group: the learning rate a schedule sets.
-  std::size_t n_groups() const { return 1; }
-  double lr(std::size_t /*group*/) const { return lr_; }
-  double initial_lr(std::size_t /*group*/) const { return initial_lr_; }
+  using U = cuda_kernels::update_t<T>;
+
+  /// The Optimizer concept: the groups and the learning rate a schedule sets in each.
+  std::size_t n_groups() const { return lr_.size(); }
+  double lr(std::size_t group) const { return lr_[group]; }
+  double initial_lr(std::size_t group) const { return initial_lr_[group]; }
   Result<void> set_lr(std::size_t group, double lr) {
-    if (group != 0) return fail(Errc::out_of_range, "set_lr: group ", group, " of an optimizer with 1 group");
-    if (!(lr >= 0)) return fail(Errc::invalid_argument, "set_lr: invalid learning rate ", lr);
-    lr_ = lr;
+    if (group >= lr_.size()) {
+      return fail(Errc::out_of_range, "set_lr: group ", group, " of an optimizer with ", lr_.size(), " groups");
+    }
+    if (!(lr >= 0)) return fail(Errc::invalid_argument, "set_lr: invalid learning rate ", lr, " for group ", group);
+    lr_[group] = lr;
     return ok();
   }
   /// Zeroes the model's gradients (queued).
   Result<void> zero_grad() { return model_->zero_grad(); }
 
  protected:
-  using U = cuda_kernels::update_t<T>;
   // What a step's launches take besides each parameter's own: the stream, the gradients'
   // multiplier (1 / the scale with a scaler) and the scaler's overflow flag (null without one).
   struct StepStart {
@@ -289,20 +357,25 @@ class DeviceOptimizer {
 
   DeviceOptimizer() = default;
 
-  // The slots of `model`'s trained parameters (master copies for 16-bit T, `state_buffers` state
-  // buffers each, one more with amsgrad) and the kernels: teeny_<update_kernel>_<T>, and the
-  // non-finite check a scaler launches.
-  Result<void> init(CudaModelOf<T>& model, double lr, std::string_view update_kernel, MasterWeights master,
-                    int state_buffers, bool amsgrad) {
+  // The slots of the parameters `groups` name (master copies for 16-bit T, `buffers(group)` state
+  // buffers each) and the kernels: teeny_<update_kernel>_<T>, and the non-finite check a scaler
+  // launches.
+  template <class Options, class Buffers>
+  Result<void> init(CudaModelOf<T>& model, const std::vector<DeviceParamGroup<Options>>& groups,
+                    std::string_view update_kernel, MasterWeights master, Buffers&& buffers) {
     auto update = device_detail::find<T>(update_kernel);
     if (!update) return std::move(update).error();
     auto non_finite = device_detail::find<T>("non_finite");
     if (!non_finite) return std::move(non_finite).error();
-    auto slots = device_detail::make_slots<T>(model, master, state_buffers, amsgrad);
+    auto chosen = device_detail::select(model, groups);
+    if (!chosen) return std::move(chosen).error();
+    auto slots = device_detail::make_slots<T>(model, *chosen, master, buffers);
     if (!slots) return std::move(slots).error();
     model_ = &model;
-    lr_ = lr;
-    initial_lr_ = lr;
+    for (const auto& group : groups) {
+      lr_.push_back(group.options.lr);
+      initial_lr_.push_back(group.options.lr);
+    }
     update_ = std::move(*update);
     non_finite_ = std::move(*non_finite);
     slots_ = std::move(*slots);
@@ -327,14 +400,58 @@ class DeviceOptimizer {
     return !scaler->skipped_last();
   }
 
+  // Downloads `buffers` (each of a parameter's shape, in the update type) and `steps` (i64 0-d) as
+  // named host tensors.
+  Result<std::vector<NamedTensor>> download_state(const std::vector<device_detail::SavedBuffer>& buffers,
+                                                  const std::vector<std::pair<std::string, std::int64_t>>& steps,
+                                                  const std::vector<ConcreteShape>& shapes) const {
+    std::vector<NamedTensor> out;
+    for (const auto& [key, step] : steps) {
+      auto t = Tensor::zeros(DType::i64, ConcreteShape{});
+      if (!t) return std::move(t).error();
+      std::memcpy(t->data(), &step, sizeof step);
+      out.push_back({key, std::move(*t)});
+    }
+    for (std::size_t b = 0; b < buffers.size(); ++b) {
+      auto t = Tensor::zeros(dtype_of<U>, shapes[b]);
+      if (!t) return std::move(t).error();
+      if (t->bytes() > 0) {
+        if (auto read = model_->backend().download(t->data(), buffers[b].buffer->data(), t->bytes()); !read) {
+          return std::move(read).error().context(cat("saving '", buffers[b].key, "'"));
+        }
+      }
+      out.push_back({buffers[b].key, std::move(*t)});
+    }
+    return out;
+  }
+
   CudaModelOf<T>* model_ = nullptr;
-  double lr_ = 0;
-  double initial_lr_ = 0;
+  std::vector<double> lr_;
+  std::vector<double> initial_lr_;
   device_detail::Kernel update_;
   device_detail::Kernel non_finite_;
   std::vector<device_detail::Slot> slots_;
   std::vector<ParameterGradient> params_;  // the slots' parameters, as the scaler's check takes them
 };
+
+namespace device_detail {
+// Loads `tensors` into host staging for `slots` (optimizer_detail::load_slots: every key, dtype
+// and shape checked, all problems in one error, nothing written on an error), then uploads each
+// staged buffer into its device buffer.
+template <class U>
+Result<void> load_buffers(std::string_view who, CudaContext& cuda, std::vector<optimizer_detail::Slot>& slots,
+                          const std::vector<DeviceBuffer*>& devices, std::vector<Tensor>& staging,
+                          std::span<const TensorRef> tensors) {
+  if (auto loaded = optimizer_detail::load_slots(who, slots, tensors); !loaded) return loaded;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] == nullptr || staging[i].bytes() == 0) continue;
+    if (auto sent = cuda.upload(devices[i]->data(), staging[i].data(), staging[i].bytes()); !sent) {
+      return std::move(sent).error().context(cat(who, ": loading '", slots[i].key, "'"));
+    }
+  }
+  return cuda.synchronize();  // the staging buffers are freed on return
+}
+}  // namespace device_detail
 
 /// torch.optim.Adam (Decoupled false) and AdamW (true) over a GPU model's trained parameters: one
 /// launch per parameter per step, on the model's stream, with the CPU's Adam(W) update.
@@ -342,29 +459,39 @@ template <FloatElement T, class Options, bool Decoupled>
 class AdamFamily : public DeviceOptimizer<T> {
  public:
   static constexpr std::string_view name = Decoupled ? "AdamW" : "Adam";
+  using U = cuda_kernels::update_t<T>;
 
-  static Result<AdamFamily> create(CudaModelOf<T>& model, const Options& options = {}, MasterWeights master = {}) {
-    if (auto valid = teeny::AdamFamily<float, Options, Decoupled>::validate(options); !valid) {
-      return std::move(valid).error();
+  /// Over parameter groups (weight_decay_groups makes PyTorch's usual pair).
+  static Result<AdamFamily> create(CudaModelOf<T>& model, std::vector<DeviceParamGroup<Options>> groups,
+                                   MasterWeights master = {}) {
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (auto valid = teeny::AdamFamily<float, Options, Decoupled>::validate(groups[g].options); !valid) {
+        return std::move(valid).error().context(cat("group ", g));
+      }
     }
     AdamFamily opt;
-    opt.options_ = options;
-    if (auto made = opt.init(model, options.lr, "adam", master, 2, options.amsgrad); !made) {
+    opt.options_.reserve(groups.size());
+    for (const auto& group : groups) opt.options_.push_back(group.options);
+    const auto buffers = [&](std::size_t g) { return groups[g].options.amsgrad ? 3 : 2; };
+    if (auto made = opt.init(model, groups, "adam", master, buffers); !made)
       return std::move(made).error().context(name);
-    }
     return opt;
+  }
+  /// Over every trained parameter, in one group.
+  static Result<AdamFamily> create(CudaModelOf<T>& model, const Options& options = {}, MasterWeights master = {}) {
+    return create(model, all_parameters(model, options), master);
   }
 
   /// One step over every parameter (queued); with a scaler, its gradients are unscaled, and the
   /// step skipped (and the scale backed off) when one overflowed.
   Result<void> step(GradScaler* scaler = nullptr) {
-    using U = cuda_kernels::update_t<T>;
     auto start = this->start_step(scaler);
     if (!start) return std::move(start).error();
     for (auto& s : this->slots_) {
+      const Options& o = options_[s.group];
       s.step += 1;
-      const auto scalars = math::make_adam_step<U>(this->lr_, options_.beta1, options_.beta2, options_.eps,
-                                                   options_.weight_decay, Decoupled, s.step);
+      const auto scalars =
+          math::make_adam_step<U>(this->lr_[s.group], o.beta1, o.beta2, o.eps, o.weight_decay, Decoupled, s.step);
       const std::int64_t n = s.param.value.shape.numel();
       auto launched = device_detail::launch<cuda_kernels::AdamParamList<T>>(
           this->update_, n, start->stream, static_cast<T*>(s.param.value.data),
@@ -382,9 +509,72 @@ class AdamFamily : public DeviceOptimizer<T> {
     return ok();
   }
 
+  /// The state, copied from the device: state.{i}.step, exp_avg, exp_avg_sq (and max_exp_avg_sq
+  /// with amsgrad; master for a 16-bit model's master copy). Waits for the queued steps.
+  Result<std::vector<NamedTensor>> state_tensors() {
+    std::vector<device_detail::SavedBuffer> buffers;
+    std::vector<std::pair<std::string, std::int64_t>> steps;
+    std::vector<ConcreteShape> shapes;
+    for (auto& s : this->slots_) {
+      steps.emplace_back(s.prefix + "step", s.step);
+      for (auto& b : named(s)) {
+        buffers.push_back(b);
+        shapes.push_back(s.param.value.shape);
+      }
+    }
+    return this->download_state(buffers, steps, shapes);
+  }
+  /// Replaces the state by `tensors`: every key of state_tensors' scheme with its dtype and shape,
+  /// and nothing else (checked first: on an error nothing changes).
+  Result<void> load_state(std::span<const TensorRef> tensors) {
+    std::vector<optimizer_detail::Slot> slots;
+    std::vector<DeviceBuffer*> devices;
+    std::vector<Tensor> staging;
+    std::vector<std::string> keys;
+    for (auto& s : this->slots_) keys.push_back(s.prefix + "step");
+    for (auto& s : this->slots_) {
+      for (auto& b : named(s)) keys.push_back(b.key);
+    }
+    staging.reserve(keys.size());  // the slots keep views of the staged tensors' bytes
+    std::size_t k = 0;
+    for (auto& s : this->slots_) {
+      slots.push_back({keys[k++], DType::i64, ConcreteShape{}, std::as_writable_bytes(std::span(&s.step, 1)), false,
+                       nullptr, true});
+      devices.push_back(nullptr);
+      staging.emplace_back();
+    }
+    for (auto& s : this->slots_) {
+      for (auto& b : named(s)) {
+        auto t = Tensor::zeros(dtype_of<U>, s.param.value.shape);
+        if (!t) return std::move(t).error();
+        staging.push_back(std::move(*t));
+        slots.push_back({keys[k++], dtype_of<U>, s.param.value.shape, optimizer_detail::bytes_of(staging.back())});
+        devices.push_back(b.buffer);
+      }
+    }
+    return device_detail::load_buffers<U>(name, this->model_->backend(), slots, devices, staging, tensors);
+  }
+  Result<void> load_state(const SafetensorsFile& file) {
+    auto refs = optimizer_detail::refs_of(file);
+    if (!refs) return std::move(refs).error();
+    return load_state(*refs).context(cat("file '", file.path(), "'"));
+  }
+
  private:
   AdamFamily() = default;
-  Options options_;  // lr is the base's (set_lr changes it)
+  static std::vector<DeviceParamGroup<Options>> all_parameters(CudaModelOf<T>& model, const Options& options) {
+    DeviceParamGroup<Options> group{{}, options};
+    for (const ParameterGradient& p : model.device_parameter_gradients()) group.keys.emplace_back(p.key);
+    return {std::move(group)};
+  }
+  // Slot s's state buffers under their keys, then its master copy's.
+  std::vector<device_detail::SavedBuffer> named(device_detail::Slot& s) const {
+    std::vector<device_detail::SavedBuffer> out{{s.prefix + "exp_avg", &s.first}, {s.prefix + "exp_avg_sq", &s.second}};
+    if (options_[s.group].amsgrad) out.push_back({s.prefix + "max_exp_avg_sq", &s.max_second});
+    if (s.master.data() != nullptr) out.push_back({s.prefix + "master", &s.master});
+    return out;
+  }
+  std::vector<Options> options_;  // per group; lr is the base's (set_lr changes it)
 };
 
 template <FloatElement T>
@@ -396,28 +586,39 @@ using AdamW = AdamFamily<T, AdamWOptions, true>;
 template <FloatElement T>
 class Sgd : public DeviceOptimizer<T> {
  public:
-  static Result<Sgd> create(CudaModelOf<T>& model, const SgdOptions& options, MasterWeights master = {}) {
-    if (auto valid = teeny::Sgd<float>::validate(options); !valid) return std::move(valid).error();
-    Sgd opt;
-    opt.options_ = options;
-    if (auto made = opt.init(model, options.lr, "sgd", master, options.momentum != 0 ? 1 : 0, false); !made) {
-      return std::move(made).error().context("SGD");
+  using U = cuda_kernels::update_t<T>;
+
+  /// Over parameter groups (weight_decay_groups makes PyTorch's usual pair).
+  static Result<Sgd> create(CudaModelOf<T>& model, std::vector<DeviceParamGroup<SgdOptions>> groups,
+                            MasterWeights master = {}) {
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (auto valid = teeny::Sgd<float>::validate(groups[g].options); !valid) {
+        return std::move(valid).error().context(cat("group ", g));
+      }
     }
+    Sgd opt;
+    for (const auto& group : groups) opt.options_.push_back(group.options);
+    const auto buffers = [&](std::size_t g) { return groups[g].options.momentum != 0 ? 1 : 0; };
+    if (auto made = opt.init(model, groups, "sgd", master, buffers); !made)
+      return std::move(made).error().context("SGD");
     return opt;
+  }
+  /// Over every trained parameter, in one group.
+  static Result<Sgd> create(CudaModelOf<T>& model, const SgdOptions& options, MasterWeights master = {}) {
+    DeviceParamGroup<SgdOptions> group{{}, options};
+    for (const ParameterGradient& p : model.device_parameter_gradients()) group.keys.emplace_back(p.key);
+    return create(model, std::vector<DeviceParamGroup<SgdOptions>>{std::move(group)}, master);
   }
 
   /// One step over every parameter (queued), with a scaler as Adam's.
   Result<void> step(GradScaler* scaler = nullptr) {
-    using U = cuda_kernels::update_t<T>;
     auto start = this->start_step(scaler);
     if (!start) return std::move(start).error();
-    const math::SgdStep<U> scalars{static_cast<U>(options_.weight_decay),
-                                   static_cast<U>(options_.momentum),
-                                   static_cast<U>(1 - options_.dampening),
-                                   static_cast<U>(-this->lr_),
-                                   options_.weight_decay != 0,
-                                   options_.nesterov};
     for (auto& s : this->slots_) {
+      const SgdOptions& o = options_[s.group];
+      const math::SgdStep<U> scalars{
+          static_cast<U>(o.weight_decay),      static_cast<U>(o.momentum), static_cast<U>(1 - o.dampening),
+          static_cast<U>(-this->lr_[s.group]), o.weight_decay != 0,        o.nesterov};
       const std::int64_t n = s.param.value.shape.numel();
       auto launched = device_detail::launch<cuda_kernels::SgdParamList<T>>(
           this->update_, n, start->stream, static_cast<T*>(s.param.value.data),
@@ -432,9 +633,65 @@ class Sgd : public DeviceOptimizer<T> {
     return ok();
   }
 
+  /// The state, copied from the device: state.{i}.momentum_buffer where it exists (momentum, and a
+  /// step taken), and master for a 16-bit model's master copy. Waits for the queued steps.
+  Result<std::vector<NamedTensor>> state_tensors() {
+    std::vector<device_detail::SavedBuffer> buffers;
+    std::vector<ConcreteShape> shapes;
+    for (auto& s : this->slots_) {
+      if (s.has_buffer) {
+        buffers.push_back({s.prefix + "momentum_buffer", &s.first});
+        shapes.push_back(s.param.value.shape);
+      }
+      if (s.master.data() != nullptr) {
+        buffers.push_back({s.prefix + "master", &s.master});
+        shapes.push_back(s.param.value.shape);
+      }
+    }
+    return this->download_state(buffers, {}, shapes);
+  }
+  /// Replaces the state by `tensors` (state_tensors' scheme): a parameter whose momentum buffer is
+  /// absent has none yet. Checked first: on an error nothing changes.
+  Result<void> load_state(std::span<const TensorRef> tensors) {
+    std::vector<optimizer_detail::Slot> slots;
+    std::vector<DeviceBuffer*> devices;
+    std::vector<Tensor> staging;
+    std::vector<std::string> keys;
+    // Keys first (the slots keep views of them), then the slots.
+    for (auto& s : this->slots_) {
+      if (s.first.data() != nullptr) keys.push_back(s.prefix + "momentum_buffer");
+      if (s.master.data() != nullptr) keys.push_back(s.prefix + "master");
+    }
+    staging.reserve(keys.size());  // the slots keep views of the staged tensors' bytes
+    std::size_t k = 0;
+    for (auto& s : this->slots_) {
+      const auto add = [&](DeviceBuffer& buffer, bool optional, bool* was_given) -> Result<void> {
+        auto t = Tensor::zeros(dtype_of<U>, s.param.value.shape);
+        if (!t) return std::move(t).error();
+        staging.push_back(std::move(*t));
+        slots.push_back({keys[k++], dtype_of<U>, s.param.value.shape, optimizer_detail::bytes_of(staging.back()),
+                         optional, was_given});
+        devices.push_back(&buffer);
+        return ok();
+      };
+      if (s.first.data() != nullptr) {
+        if (auto r = add(s.first, true, &s.has_buffer); !r) return r;
+      }
+      if (s.master.data() != nullptr) {
+        if (auto r = add(s.master, false, nullptr); !r) return r;
+      }
+    }
+    return device_detail::load_buffers<U>("SGD", this->model_->backend(), slots, devices, staging, tensors);
+  }
+  Result<void> load_state(const SafetensorsFile& file) {
+    auto refs = optimizer_detail::refs_of(file);
+    if (!refs) return std::move(refs).error();
+    return load_state(*refs).context(cat("file '", file.path(), "'"));
+  }
+
  private:
   Sgd() = default;
-  SgdOptions options_;  // lr is the base's (set_lr changes it)
+  std::vector<SgdOptions> options_;  // per group; lr is the base's (set_lr changes it)
 };
 
 }  // namespace teeny::cuda

@@ -96,7 +96,8 @@ std::vector<ParamGroup<T, Options>> weight_decay_groups(std::span<const Paramete
   return groups;
 }
 template <TrainFloat T, class Options>
-std::vector<ParamGroup<T, Options>> weight_decay_groups(std::span<Parameter<T>> params, const Options& options) {
+std::vector<ParamGroup<T, Options>> weight_decay_groups(const std::vector<Parameter<T>>& params,
+                                                        const Options& options) {
   return weight_decay_groups(std::span<const Parameter<T>>(params), options);
 }
 

@@ -389,6 +389,108 @@ TEST_CASE("cuda: a bf16 model steps through f32 master weights, and f16 loss sca
   }
 }
 
+// Every member of the device optimizers and losses compiles in 16-bit and 64-bit types too (the
+// GPU cases call only some of them, and only what is called is instantiated).
+template class teeny::cuda::Sgd<teeny::bf16>;
+template class teeny::cuda::AdamFamily<teeny::f16, teeny::AdamOptions, false>;
+template class teeny::cuda::AdamFamily<double, teeny::AdamWOptions, true>;
+template class teeny::cuda::CrossEntropyLoss<teeny::bf16>;
+template class teeny::cuda::MseLoss<double>;
+
+TEST_CASE("cuda: device optimizers over parameter groups step as the CPU's and save and load their state") {
+  if (!have_gpu()) return;
+  const teeny::Graph graph = built(models::mlp());
+  const fixtures::Model fx = fixtures::model("mlp");
+  const std::int64_t batch = fx.x.shape()[0];
+  std::vector<float> dlogits(static_cast<std::size_t>(fx.logits.numel()));
+  for (std::size_t i = 0; i < dlogits.size(); ++i) dlogits[i] = 0.03F * static_cast<float>(i % 4) - 0.05F;
+  const teeny::AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1, .amsgrad = true};
+
+  // Two AdamW steps over PyTorch's two groups (decay for weights, none for biases), on the CPU and
+  // on the GPU: the same parameters, the same state under the same keys.
+  auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}});
+  REQUIRE(cpu);
+  REQUIRE(cpu->load_weights(fx.file, {.strict = false}));
+  auto gpu = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+  REQUIRE_MESSAGE(gpu, (gpu ? "" : gpu.error().to_string()));
+  REQUIRE(gpu->load_weights(fx.file, {.strict = false}));
+  auto params = teeny::trainable_parameters<float>(*cpu);
+  REQUIRE(params);
+  auto cpu_opt = teeny::AdamW<float>::create(teeny::weight_decay_groups<float>(*params, options));
+  REQUIRE(cpu_opt);
+  const auto groups = teeny::cuda::weight_decay_groups(*gpu, options);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].keys.size() == 3);  // fc1, fc2, fc3 weights
+  CHECK(groups[1].options.weight_decay == 0);
+  auto gpu_opt = teeny::cuda::AdamW<float>::create(*gpu, groups);
+  REQUIRE_MESSAGE(gpu_opt, (gpu_opt ? "" : gpu_opt.error().to_string()));
+  CHECK(gpu_opt->n_groups() == 2);
+  for (int step = 0; step < 2; ++step) {
+    forward_backward(*cpu, fx.x, dlogits);
+    forward_backward(*gpu, fx.x, dlogits);
+    cpu_opt->step();
+    REQUIRE(gpu_opt->step());
+    cpu_opt->zero_grad();
+    REQUIRE(gpu_opt->zero_grad());
+  }
+  auto saved = gpu_opt->state_tensors();
+  REQUIRE_MESSAGE(saved, (saved ? "" : saved.error().to_string()));
+  const auto cpu_state = cpu_opt->state_tensors();
+  REQUIRE(saved->size() == cpu_state.size());  // f32: no master copies
+  for (const teeny::TensorRef& want : cpu_state) {
+    CAPTURE(want.name);
+    const auto found = std::find_if(saved->begin(), saved->end(), [&](const auto& t) { return t.name == want.name; });
+    REQUIRE(found != saved->end());
+    REQUIRE(found->tensor.dtype() == want.dtype);
+    REQUIRE(found->tensor.shape() == want.shape);
+    if (want.dtype == teeny::DType::i64) {
+      CHECK(std::memcmp(found->tensor.data(), want.data.data(), sizeof(std::int64_t)) == 0);
+      continue;
+    }
+    const auto* w = reinterpret_cast<const float*>(want.data.data());
+    const auto* g = reinterpret_cast<const float*>(found->tensor.data());
+    for (std::int64_t i = 0; i < want.shape.numel(); ++i) CHECK(std::abs(g[i] - w[i]) <= 1e-5F * (1 + std::abs(w[i])));
+  }
+
+  // A second GPU model at the first's weights, its optimizer given the saved state: one more step
+  // on each gives the same parameters, bit for bit.
+  REQUIRE(gpu->download_parameters());
+  auto resumed = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+  REQUIRE(resumed);
+  const auto weights = gpu->parameters();
+  auto source = teeny::ParamSource::of(weights);
+  REQUIRE(source);
+  REQUIRE(resumed->load_weights(*source, {}));
+  auto resumed_opt = teeny::cuda::AdamW<float>::create(*resumed, teeny::cuda::weight_decay_groups(*resumed, options));
+  REQUIRE(resumed_opt);
+  std::vector<teeny::TensorRef> refs;
+  for (const auto& t : *saved) refs.push_back(teeny::TensorRef::of(t));
+  // A state missing a key is refused whole.
+  const std::vector<teeny::TensorRef> partial(refs.begin() + 1, refs.end());
+  const auto refused = resumed_opt->load_state(partial);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("missing: '") != std::string::npos);
+  auto loaded = resumed_opt->load_state(refs);
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+  forward_backward(*gpu, fx.x, dlogits);
+  forward_backward(*resumed, fx.x, dlogits);
+  REQUIRE(gpu_opt->step());
+  REQUIRE(resumed_opt->step());
+  CHECK(parameter_values(*resumed) == parameter_values(*gpu));
+
+  // A key that is not a trained parameter, or one in two groups, is refused naming it.
+  auto bad = groups;
+  bad[1].keys.push_back(bad[0].keys.front());
+  const auto twice = teeny::cuda::AdamW<float>::create(*gpu, bad);
+  REQUIRE_FALSE(twice);
+  CHECK(twice.error().message().find(bad[0].keys.front()) != std::string::npos);
+  bad = groups;
+  bad[0].keys.push_back("no.such.weight");
+  const auto unknown = teeny::cuda::AdamW<float>::create(*gpu, bad);
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().message().find("'no.such.weight' is not a trained parameter") != std::string::npos);
+}
+
 TEST_CASE("cuda: cross-entropy and MSE on the GPU give the CPU losses' values and gradients") {
   if (!have_gpu()) return;
   const teeny::Graph graph = built(models::mlp());
