@@ -59,8 +59,9 @@ Result<CudaModelOf<T>> load_cuda(const Graph& graph, const Bindings& dims, CudaO
 /// Lowers `graph` for training and loads it on a GPU: forward keeps what backward reads, backward
 /// runs the CUDA backward kernels, and the trained parameters' gradients live in device memory
 /// (copy_gradient reads one, device_parameter_gradients gives them all). teeny.train's device
-/// optimizers (teeny::cuda::Sgd, Adam, AdamW) step them there; losses on the GPU are planned: a
-/// loss computed on the host hands its gradient over with set_output_grad.
+/// optimizers (teeny::cuda::Sgd, Adam, AdamW) step them there, and its device losses
+/// (CrossEntropyLoss, MseLoss) write dL/d(output) in place; a loss computed on the host hands its
+/// gradient over with set_output_grad.
 template <Lowering L>
 Result<LoadedModel<CudaContext, typename L::op_set>> load_cuda_for_training(const Graph& graph, const L& lowering,
                                                                             const Bindings& dims,

@@ -311,10 +311,12 @@ Result<std::vector<Slot>> make_slots(Model& model, const std::vector<std::pair<P
   return slots;
 }
 
-// A device buffer of a slot's state as it is saved (a host tensor) and loaded (from one).
+// A device buffer of a slot's state under its key. `given` (optional state, SGD's momentum buffer)
+// says whether the buffer holds state yet: saved only then, and set by a load.
 struct SavedBuffer {
   std::string key;
   DeviceBuffer* buffer;
+  bool* given = nullptr;
 };
 }  // namespace device_detail
 
@@ -400,29 +402,78 @@ class DeviceOptimizer {
     return !scaler->skipped_last();
   }
 
-  // Downloads `buffers` (each of a parameter's shape, in the update type) and `steps` (i64 0-d) as
-  // named host tensors.
-  Result<std::vector<NamedTensor>> download_state(const std::vector<device_detail::SavedBuffer>& buffers,
-                                                  const std::vector<std::pair<std::string, std::int64_t>>& steps,
-                                                  const std::vector<ConcreteShape>& shapes) const {
+  // The state of every slot, copied from the device as named host tensors: the step counts when
+  // `steps` (Adam's, i64 0-d), then what `named(slot)` lists (each of its parameter's shape, in
+  // the update type; an optional buffer only once it holds state). Waits for the queued steps.
+  template <class Named>
+  Result<std::vector<NamedTensor>> save_state(bool steps, Named&& named) {
     std::vector<NamedTensor> out;
-    for (const auto& [key, step] : steps) {
+    for (auto& s : slots_) {
+      if (!steps) break;
       auto t = Tensor::zeros(DType::i64, ConcreteShape{});
       if (!t) return std::move(t).error();
-      std::memcpy(t->data(), &step, sizeof step);
-      out.push_back({key, std::move(*t)});
+      std::memcpy(t->data(), &s.step, sizeof s.step);
+      out.push_back({s.prefix + "step", std::move(*t)});
     }
-    for (std::size_t b = 0; b < buffers.size(); ++b) {
-      auto t = Tensor::zeros(dtype_of<U>, shapes[b]);
-      if (!t) return std::move(t).error();
-      if (t->bytes() > 0) {
-        if (auto read = model_->backend().download(t->data(), buffers[b].buffer->data(), t->bytes()); !read) {
-          return std::move(read).error().context(cat("saving '", buffers[b].key, "'"));
+    for (auto& s : slots_) {
+      for (const device_detail::SavedBuffer& b : named(s)) {
+        if (b.given != nullptr && !*b.given) continue;
+        auto t = Tensor::zeros(dtype_of<U>, s.param.value.shape);
+        if (!t) return std::move(t).error();
+        if (t->bytes() > 0) {
+          if (auto read = model_->backend().download(t->data(), b.buffer->data(), t->bytes()); !read) {
+            return std::move(read).error().context(cat("saving '", b.key, "'"));
+          }
         }
+        out.push_back({b.key, std::move(*t)});
       }
-      out.push_back({buffers[b].key, std::move(*t)});
     }
     return out;
+  }
+
+  // Replaces the state by `tensors`, save_state's keys: checked first against every key, dtype and
+  // shape (optimizer_detail::load_slots: all problems in one error, nothing written on an error),
+  // then each buffer uploaded from host staging.
+  template <class Named>
+  Result<void> load_saved_state(std::string_view who, std::span<const TensorRef> tensors, bool steps, Named&& named) {
+    std::vector<std::string> step_keys;
+    std::vector<device_detail::SavedBuffer> buffers;
+    std::vector<const ConcreteShape*> shapes;
+    for (auto& s : slots_) {
+      if (steps) step_keys.push_back(s.prefix + "step");
+      for (device_detail::SavedBuffer& b : named(s)) {
+        buffers.push_back(std::move(b));
+        shapes.push_back(&s.param.value.shape);
+      }
+    }
+    std::vector<optimizer_detail::Slot> slots;
+    for (std::size_t i = 0; i < step_keys.size(); ++i) {
+      slots.push_back({step_keys[i], DType::i64, ConcreteShape{}, std::as_writable_bytes(std::span(&slots_[i].step, 1)),
+                       false, nullptr, true});
+    }
+    std::vector<Tensor> staging;
+    staging.reserve(buffers.size());  // the slots keep views of the staged bytes
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      auto t = Tensor::zeros(dtype_of<U>, *shapes[i]);
+      if (!t) return std::move(t).error();
+      staging.push_back(std::move(*t));
+      slots.push_back({buffers[i].key, dtype_of<U>, *shapes[i], optimizer_detail::bytes_of(staging.back()),
+                       buffers[i].given != nullptr, buffers[i].given});
+    }
+    if (auto loaded = optimizer_detail::load_slots(who, slots, tensors); !loaded) return loaded;
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      if (staging[i].bytes() == 0 || (buffers[i].given != nullptr && !*buffers[i].given)) continue;
+      if (auto sent = model_->backend().upload(buffers[i].buffer->data(), staging[i].data(), staging[i].bytes());
+          !sent) {
+        return std::move(sent).error().context(cat(who, ": loading '", buffers[i].key, "'"));
+      }
+    }
+    return model_->backend().synchronize();  // the staging buffers are freed on return
+  }
+
+  // A 16-bit model's master copy, saved with the state.
+  static void add_master(device_detail::Slot& s, std::vector<device_detail::SavedBuffer>& out) {
+    if (s.master.data() != nullptr) out.push_back({s.prefix + "master", &s.master});
   }
 
   CudaModelOf<T>* model_ = nullptr;
@@ -433,25 +484,6 @@ class DeviceOptimizer {
   std::vector<device_detail::Slot> slots_;
   std::vector<ParameterGradient> params_;  // the slots' parameters, as the scaler's check takes them
 };
-
-namespace device_detail {
-// Loads `tensors` into host staging for `slots` (optimizer_detail::load_slots: every key, dtype
-// and shape checked, all problems in one error, nothing written on an error), then uploads each
-// staged buffer into its device buffer.
-template <class U>
-Result<void> load_buffers(std::string_view who, CudaContext& cuda, std::vector<optimizer_detail::Slot>& slots,
-                          const std::vector<DeviceBuffer*>& devices, std::vector<Tensor>& staging,
-                          std::span<const TensorRef> tensors) {
-  if (auto loaded = optimizer_detail::load_slots(who, slots, tensors); !loaded) return loaded;
-  for (std::size_t i = 0; i < devices.size(); ++i) {
-    if (devices[i] == nullptr || staging[i].bytes() == 0) continue;
-    if (auto sent = cuda.upload(devices[i]->data(), staging[i].data(), staging[i].bytes()); !sent) {
-      return std::move(sent).error().context(cat(who, ": loading '", slots[i].key, "'"));
-    }
-  }
-  return cuda.synchronize();  // the staging buffers are freed on return
-}
-}  // namespace device_detail
 
 /// torch.optim.Adam (Decoupled false) and AdamW (true) over a GPU model's trained parameters: one
 /// launch per parameter per step, on the model's stream, with the CPU's Adam(W) update.
@@ -512,47 +544,12 @@ class AdamFamily : public DeviceOptimizer<T> {
   /// The state, copied from the device: state.{i}.step, exp_avg, exp_avg_sq (and max_exp_avg_sq
   /// with amsgrad; master for a 16-bit model's master copy). Waits for the queued steps.
   Result<std::vector<NamedTensor>> state_tensors() {
-    std::vector<device_detail::SavedBuffer> buffers;
-    std::vector<std::pair<std::string, std::int64_t>> steps;
-    std::vector<ConcreteShape> shapes;
-    for (auto& s : this->slots_) {
-      steps.emplace_back(s.prefix + "step", s.step);
-      for (auto& b : named(s)) {
-        buffers.push_back(b);
-        shapes.push_back(s.param.value.shape);
-      }
-    }
-    return this->download_state(buffers, steps, shapes);
+    return this->save_state(true, [&](device_detail::Slot& s) { return named(s); });
   }
   /// Replaces the state by `tensors`: every key of state_tensors' scheme with its dtype and shape,
   /// and nothing else (checked first: on an error nothing changes).
   Result<void> load_state(std::span<const TensorRef> tensors) {
-    std::vector<optimizer_detail::Slot> slots;
-    std::vector<DeviceBuffer*> devices;
-    std::vector<Tensor> staging;
-    std::vector<std::string> keys;
-    for (auto& s : this->slots_) keys.push_back(s.prefix + "step");
-    for (auto& s : this->slots_) {
-      for (auto& b : named(s)) keys.push_back(b.key);
-    }
-    staging.reserve(keys.size());  // the slots keep views of the staged tensors' bytes
-    std::size_t k = 0;
-    for (auto& s : this->slots_) {
-      slots.push_back({keys[k++], DType::i64, ConcreteShape{}, std::as_writable_bytes(std::span(&s.step, 1)), false,
-                       nullptr, true});
-      devices.push_back(nullptr);
-      staging.emplace_back();
-    }
-    for (auto& s : this->slots_) {
-      for (auto& b : named(s)) {
-        auto t = Tensor::zeros(dtype_of<U>, s.param.value.shape);
-        if (!t) return std::move(t).error();
-        staging.push_back(std::move(*t));
-        slots.push_back({keys[k++], dtype_of<U>, s.param.value.shape, optimizer_detail::bytes_of(staging.back())});
-        devices.push_back(b.buffer);
-      }
-    }
-    return device_detail::load_buffers<U>(name, this->model_->backend(), slots, devices, staging, tensors);
+    return this->load_saved_state(name, tensors, true, [&](device_detail::Slot& s) { return named(s); });
   }
   Result<void> load_state(const SafetensorsFile& file) {
     auto refs = optimizer_detail::refs_of(file);
@@ -571,7 +568,7 @@ class AdamFamily : public DeviceOptimizer<T> {
   std::vector<device_detail::SavedBuffer> named(device_detail::Slot& s) const {
     std::vector<device_detail::SavedBuffer> out{{s.prefix + "exp_avg", &s.first}, {s.prefix + "exp_avg_sq", &s.second}};
     if (options_[s.group].amsgrad) out.push_back({s.prefix + "max_exp_avg_sq", &s.max_second});
-    if (s.master.data() != nullptr) out.push_back({s.prefix + "master", &s.master});
+    DeviceOptimizer<T>::add_master(s, out);
     return out;
   }
   std::vector<Options> options_;  // per group; lr is the base's (set_lr changes it)
@@ -635,53 +632,11 @@ class Sgd : public DeviceOptimizer<T> {
 
   /// The state, copied from the device: state.{i}.momentum_buffer where it exists (momentum, and a
   /// step taken), and master for a 16-bit model's master copy. Waits for the queued steps.
-  Result<std::vector<NamedTensor>> state_tensors() {
-    std::vector<device_detail::SavedBuffer> buffers;
-    std::vector<ConcreteShape> shapes;
-    for (auto& s : this->slots_) {
-      if (s.has_buffer) {
-        buffers.push_back({s.prefix + "momentum_buffer", &s.first});
-        shapes.push_back(s.param.value.shape);
-      }
-      if (s.master.data() != nullptr) {
-        buffers.push_back({s.prefix + "master", &s.master});
-        shapes.push_back(s.param.value.shape);
-      }
-    }
-    return this->download_state(buffers, {}, shapes);
-  }
+  Result<std::vector<NamedTensor>> state_tensors() { return this->save_state(false, named); }
   /// Replaces the state by `tensors` (state_tensors' scheme): a parameter whose momentum buffer is
   /// absent has none yet. Checked first: on an error nothing changes.
   Result<void> load_state(std::span<const TensorRef> tensors) {
-    std::vector<optimizer_detail::Slot> slots;
-    std::vector<DeviceBuffer*> devices;
-    std::vector<Tensor> staging;
-    std::vector<std::string> keys;
-    // Keys first (the slots keep views of them), then the slots.
-    for (auto& s : this->slots_) {
-      if (s.first.data() != nullptr) keys.push_back(s.prefix + "momentum_buffer");
-      if (s.master.data() != nullptr) keys.push_back(s.prefix + "master");
-    }
-    staging.reserve(keys.size());  // the slots keep views of the staged tensors' bytes
-    std::size_t k = 0;
-    for (auto& s : this->slots_) {
-      const auto add = [&](DeviceBuffer& buffer, bool optional, bool* was_given) -> Result<void> {
-        auto t = Tensor::zeros(dtype_of<U>, s.param.value.shape);
-        if (!t) return std::move(t).error();
-        staging.push_back(std::move(*t));
-        slots.push_back({keys[k++], dtype_of<U>, s.param.value.shape, optimizer_detail::bytes_of(staging.back()),
-                         optional, was_given});
-        devices.push_back(&buffer);
-        return ok();
-      };
-      if (s.first.data() != nullptr) {
-        if (auto r = add(s.first, true, &s.has_buffer); !r) return r;
-      }
-      if (s.master.data() != nullptr) {
-        if (auto r = add(s.master, false, nullptr); !r) return r;
-      }
-    }
-    return device_detail::load_buffers<U>("SGD", this->model_->backend(), slots, devices, staging, tensors);
+    return this->load_saved_state("SGD", tensors, false, named);
   }
   Result<void> load_state(const SafetensorsFile& file) {
     auto refs = optimizer_detail::refs_of(file);
@@ -691,6 +646,13 @@ class Sgd : public DeviceOptimizer<T> {
 
  private:
   Sgd() = default;
+  // Slot s's momentum buffer (with momentum; saved once a step has filled it), then its master copy.
+  static std::vector<device_detail::SavedBuffer> named(device_detail::Slot& s) {
+    std::vector<device_detail::SavedBuffer> out;
+    if (s.first.data() != nullptr) out.push_back({s.prefix + "momentum_buffer", &s.first, &s.has_buffer});
+    DeviceOptimizer<T>::add_master(s, out);
+    return out;
+  }
   std::vector<SgdOptions> options_;  // per group; lr is the base's (set_lr changes it)
 };
 

@@ -173,6 +173,27 @@ inline GpuPhase gpu_phase(const teeny::RunPhase& phase) {
   return out;
 }
 
+// Whether an engine that loaded in `cuda` (cuDNN for convolutions, cuBLASLt for Linear and
+// MatMul) can take this launch, by the rules teeny.cuda routes with: then, in f32, it must have.
+template <class Op, class Args>
+bool engine_can_take(const Op& /*op*/, const Args& /*args*/, teeny::cuda::CudaContext& /*cuda*/) {
+  return false;
+}
+template <class T>
+bool engine_can_take(const teeny::conv_op<T>& /*op*/, const teeny::ConvArgs<T>& args, teeny::cuda::CudaContext& cuda) {
+  return cuda.conv_engine() == "cuDNN" && teeny::cuda::conv_dnn(args, false).has_value();
+}
+template <class T>
+bool engine_can_take(const teeny::linear_op<T>& /*op*/, const teeny::LinearArgs<T>& args,
+                     teeny::cuda::CudaContext& cuda) {
+  return cuda.gemm_engine() == "cuBLASLt" && teeny::cuda::linear_gemm(args, false).has_value();
+}
+template <class T>
+bool engine_can_take(const teeny::matmul_op<T>& /*op*/, const teeny::MatMulArgs<T>& args,
+                     teeny::cuda::CudaContext& cuda) {
+  return cuda.gemm_engine() == "cuBLASLt" && teeny::cuda::matmul_gemm(args, false).has_value();
+}
+
 template <class T, class Make>
 void check_dtype(Make& make, const Operands& operands, const ConcreteShape& out_shape, bool gpu,
                  const teeny::RunPhase& phase) {
@@ -237,6 +258,10 @@ void check_dtype(Make& make, const Operands& operands, const ConcreteShape& out_
     const teeny::LaunchSite site{"gpu-case", i, teeny::grid_for_launch(op, i, input_shapes, out_shape), op.block()};
     auto state = prepare_kernel(op, *args, *cuda, site);
     REQUIRE_MESSAGE(state, (state ? "" : state.error().to_string()));
+    if constexpr (requires { state->run.index(); }) {
+      // The engine's plan is the variant's second alternative; teeny's kernel, the first.
+      if (std::is_same_v<T, float> && engine_can_take(op, *args, *cuda)) CHECK(state->run.index() == 1);
+    }
     run_kernel(op, *args, *state, *cuda);
   }
   auto ran = cuda->take_error();
