@@ -8,6 +8,9 @@
 //            with the fixture weights: per forward (input uploaded from pageable host memory,
 //            kernels, logits copied back), eager and by CUDA graph replay; median latency and
 //            images/s.
+//   training (training builds) one AdamW training step of the MLP and of LeNet with batch norm at
+//            batch 64, f32, through teeny::cuda::TrainingStep (inputs and labels uploaded, the loss
+//            read back): op by op, and replayed as one CUDA graph; median ms and images/s.
 //
 //   bench-cuda [--json FILE] [--seconds S]
 //
@@ -216,6 +219,45 @@ void bench_model(const char* name, teeny::Result<teeny::Graph> graph, std::int64
                     cuda.conv_engine(), "\"}"));
 }
 
+#if TEENY_TRAINING
+void bench_training(const char* name, teeny::Result<teeny::Graph> graph, std::int64_t batch, std::int64_t image) {
+  if (!graph) return;
+  const auto run = [&](bool replay) -> double {
+    auto model = teeny::cuda::load_cuda_for_training(*graph, {{"batch", batch}});
+    if (!model) return -1;
+    if (!model->set_graph_replay(replay)) return -1;  // (the weights as loaded: the time is the same)
+    auto opt = teeny::cuda::AdamW<float>::create(*model, {.lr = 1e-3});
+    if (!opt) return -1;
+    teeny::cuda::CrossEntropyLoss<float> loss;
+    teeny::cuda::TrainingStep step(*model, loss, *opt, "logits");
+    const std::vector<float> x = random_values<float>(static_cast<std::size_t>(batch * image * image), 5);
+    const teeny::TensorRef input[] = {teeny::TensorRef::of<float>("x", x, {batch, 1, image, image})};
+    std::vector<std::int64_t> labels(static_cast<std::size_t>(batch));
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
+    std::vector<double> times;
+    const auto start_all = std::chrono::steady_clock::now();
+    for (int i = 0; i < 3 + 5 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start_all).count() <
+                                     seconds_per_measure;
+         ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      if (!step(input, std::span<const std::int64_t>(labels))) return -1;
+      if (i >= 3) {  // after the warm-up (and, replayed, the capture)
+        times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+    return times[times.size() / 2];
+  };
+  const double eager = run(false);
+  const double replay = run(true);
+  const auto per_second = [&](double ms) { return ms > 0 ? static_cast<double>(batch) / (ms * 1e-3) : 0.0; };
+  std::printf("| %-8s | %5lld | %9.3f | %9.3f | %10.0f | %10.0f |\n", name, static_cast<long long>(batch), eager,
+              replay, per_second(eager), per_second(replay));
+  record(teeny::cat(R"({"bench":"training_step","model":")", name, R"(","batch":)", batch, R"(,"eager_ms":)", eager,
+                    R"(,"replay_ms":)", replay, "}"));
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -259,5 +301,12 @@ int main(int argc, char** argv) {
   bench_model("mlp", models::mlp(), 64, 1, 28);
   bench_model("resnet18", models::resnet18(224), 1, 3, 224);
   bench_model("resnet18", models::resnet18(224), 64, 3, 224);
+#if TEENY_TRAINING
+  std::printf("\nTraining steps, f32, AdamW, per step (inputs and labels uploaded, loss read back), median ms\n\n");
+  std::printf(
+      "| model | batch | op-by-op ms | one-graph ms | op-by-op img/s | one-graph img/s |\n|---|---|---|---|---|---|\n");
+  bench_training("mlp", models::mlp(), 64, 28);
+  bench_training("lenet", models::lenet_bn(), 64, 28);
+#endif
   return 0;
 }

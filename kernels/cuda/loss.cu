@@ -2,8 +2,9 @@
 // with the per-sample and per-element math of kernels/math/loss.hpp (the CPU losses' own).
 // Sums are in double and in a fixed order, so a loss is the same every run: cross-entropy writes
 // each row's term (one thread a row, as teeny's softmax kernel), the squared error each block's
-// sum (a fixed grid, a tree in shared memory), and the host adds them up in order. Instantiated
-// per element type as teeny_<kernel>_<dtype>.
+// sum (a fixed grid, a tree in shared memory), and the host adds them up in order. The scalars are
+// read from device memory (a captured step replays with each step's). Instantiated per element
+// type as teeny_<kernel>_<dtype>.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -17,7 +18,8 @@ namespace {
 
 template <class T>
 __device__ void cross_entropy(const T* logits, const std::int64_t* targets, T* grad, double* row_losses,
-                              std::int64_t rows, std::int64_t classes, const math::CrossEntropyStep& s) {
+                              std::int64_t rows, std::int64_t classes, const math::CrossEntropyStep* step) {
+  const math::CrossEntropyStep s = *step;
   for (std::int64_t r = first_index(); r < rows; r += grid_stride()) {
     const T* row = logits + r * classes;
     T* g = grad + r * classes;
@@ -55,8 +57,10 @@ __device__ void cross_entropy(const T* logits, const std::int64_t* targets, T* g
 constexpr int kSumThreads = 256;
 
 template <class T>
-__device__ void squared_error(const T* x, const T* y, T* grad, double* partials, std::int64_t n, double multiplier) {
+__device__ void squared_error(const T* x, const T* y, T* grad, double* partials, std::int64_t n,
+                              const double* multiplier_at) {
   __shared__ double sums[kSumThreads];
+  const double multiplier = *multiplier_at;
   double sum = 0;
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
     const math::TermSlope e = math::squared_error(static_cast<double>(load(x + i)), static_cast<double>(load(y + i)));
@@ -78,11 +82,11 @@ __device__ void squared_error(const T* x, const T* y, T* grad, double* partials,
 #define TEENY_LOSS_ENTRIES(T, suffix)                                                                                  \
   extern "C" __global__ void teeny_cross_entropy_##suffix(const T* logits, const std::int64_t* targets, T* grad,       \
                                                           double* row_losses, std::int64_t rows, std::int64_t classes, \
-                                                          teeny::math::CrossEntropyStep step) {                        \
+                                                          const teeny::math::CrossEntropyStep* step) {                 \
     teeny::cuda_kernels::cross_entropy<T>(logits, targets, grad, row_losses, rows, classes, step);                     \
   }                                                                                                                    \
   extern "C" __global__ void __launch_bounds__(teeny::cuda_kernels::kSumThreads) teeny_squared_error_##suffix(         \
-      const T* x, const T* y, T* grad, double* partials, std::int64_t n, double multiplier) {                          \
+      const T* x, const T* y, T* grad, double* partials, std::int64_t n, const double* multiplier) {                   \
     teeny::cuda_kernels::squared_error<T>(x, y, grad, partials, n, multiplier);                                        \
   }                                                                                                                    \
   static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::CrossEntropyParamList<T>,                       \

@@ -268,20 +268,31 @@ using AttentionBackwardParamList =
 template <class T>
 using update_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+// The per-step values (scalars, multipliers) are read from device memory the host wrote before the
+// launch, not passed by value: a captured training step replays with each step's values.
+
 /// Adam / AdamW: param, grad, master (update_t copy of a 16-bit param, or null: the update reads
 /// and writes param), exp_avg, exp_avg_sq, max_exp_avg_sq (or null: no amsgrad), the step's
-/// scalars, n, the gradient's multiplier (a loss scale's inverse, else 1), found_inf (a flag a
-/// step is skipped on, or null).
+/// scalars (device memory), n, the gradient's multiplier (device memory: a loss scale's inverse;
+/// null: 1), found_inf (a flag a step is skipped on, or null).
 template <class T>
-using AdamParamList = ParamList<T*, const T*, update_t<T>*, update_t<T>*, update_t<T>*, update_t<T>*,
-                                math::AdamStep<update_t<T>>, std::int64_t, update_t<T>, const std::uint32_t*>;
+using AdamParamList =
+    ParamList<T*, const T*, update_t<T>*, update_t<T>*, update_t<T>*, update_t<T>*, const math::AdamStep<update_t<T>>*,
+              std::int64_t, const update_t<T>*, const std::uint32_t*>;
 
-/// SGD: param, grad, master (or null), momentum buffer (or null: no momentum), whether the buffer
-/// holds a previous step's (else it starts as the gradient), the scalars, n, the gradient's
-/// multiplier, found_inf (or null).
+/// What an SGD launch reads from device memory each step: the scalars, and whether the momentum
+/// buffer holds a previous step's (else it starts as the gradient).
+template <class U>
+struct SgdDeviceStep {
+  math::SgdStep<U> scalars;
+  std::uint32_t has_buffer;
+};
+
+/// SGD: param, grad, master (or null), momentum buffer (or null: no momentum), the step (device
+/// memory), n, the gradient's multiplier (device memory, or null: 1), found_inf (or null).
 template <class T>
-using SgdParamList = ParamList<T*, const T*, update_t<T>*, update_t<T>*, std::uint32_t, math::SgdStep<update_t<T>>,
-                               std::int64_t, update_t<T>, const std::uint32_t*>;
+using SgdParamList = ParamList<T*, const T*, update_t<T>*, update_t<T>*, const SgdDeviceStep<update_t<T>>*,
+                               std::int64_t, const update_t<T>*, const std::uint32_t*>;
 
 /// Sets *found_inf to 1 when any of the n gradient values is infinite or NaN (loss scaling).
 template <class T>
@@ -292,14 +303,15 @@ using NonFiniteParamList = ParamList<const T*, std::int64_t, std::uint32_t*>;
 /// Cross-entropy over the rows of logits [rows, classes] (contiguous) with their class-index
 /// targets (int64, device memory, each in [0, classes) or the ignore_index: checked by the caller):
 /// each row's term into row_losses[row] (0 for an ignored row) and dL/dlogits, times the
-/// multiplier, into grad [rows, classes]; then rows, classes and the scalars.
+/// multiplier, into grad [rows, classes]; then rows, classes and the scalars (device memory).
 template <class T>
 using CrossEntropyParamList =
-    ParamList<const T*, const std::int64_t*, T*, double*, std::int64_t, std::int64_t, math::CrossEntropyStep>;
+    ParamList<const T*, const std::int64_t*, T*, double*, std::int64_t, std::int64_t, const math::CrossEntropyStep*>;
 
 /// The squared error of n elements x against y: 2 (x - y) times the multiplier into grad, and each
-/// block's sum of (x - y)^2, in a fixed order, into partials[block]; then n and the multiplier.
+/// block's sum of (x - y)^2, in a fixed order, into partials[block]; then n and the multiplier
+/// (device memory).
 template <class T>
-using SquaredErrorParamList = ParamList<const T*, const T*, T*, double*, std::int64_t, double>;
+using SquaredErrorParamList = ParamList<const T*, const T*, T*, double*, std::int64_t, const double*>;
 
 }  // namespace teeny::cuda_kernels

@@ -125,6 +125,23 @@ concept GraphBackend = requires(B& backend, typename B::Graph& graph) {
   { backend.replay(graph) } -> std::same_as<Result<void>>;
 };
 
+#if TEENY_TRAINING
+/// What a training step queues besides the model's own passes, for LoadedModel::training_step:
+/// stage() runs every step once the inputs are in and the plan is chosen (host work, copies to
+/// device memory; never captured); queue_loss() follows the forward (a loss writing the output
+/// gradients), queue_update() the backward (an optimizer's updates). The queue functions only
+/// queue device work, which reads its per-step values from memory stage() wrote: under graph
+/// replay they run only while the step is captured. capture_key() names what they queue (their
+/// buffers included): a plan's captured step is captured again when it changes.
+template <class P>
+concept TrainingStepParts = requires(P& parts) {
+  { parts.stage() } -> std::same_as<Result<void>>;
+  { parts.queue_loss() } -> std::same_as<Result<void>>;
+  { parts.queue_update() } -> std::same_as<Result<void>>;
+  { parts.capture_key() } -> std::convertible_to<std::uint64_t>;
+};
+#endif
+
 /// A backend whose run_kernel can fail (a launch refused by the driver) keeps the first failure
 /// and hands it over, clearing it, in take_error(): forward returns it.
 template <class B>
@@ -352,6 +369,7 @@ class LoadedModel {
       plan->graph.reset();
 #if TEENY_TRAINING
       plan->backward_graph.reset();
+      plan->step_graph.reset();
 #endif
       if (auto prepared = prepare(*plan); !prepared) return std::move(prepared).error();
     }
@@ -419,29 +437,7 @@ class LoadedModel {
  private:
   // forward and forward_on_device: the inputs' bytes in host memory, or in the device's.
   Result<void> run_forward(std::span<const TensorRef> inputs, bool inputs_on_device) {
-    if (auto checked = check_inputs(inputs); !checked) return checked;
-    if (!current_matches(inputs)) {
-      auto switched = switch_plan(inputs);
-      if (!switched) return switched;
-    }
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const TensorBinding& dst = current_->values[input_nodes_[i]];
-      if constexpr (DeviceMemoryBackend<Backend>) {
-        const auto copy = [&](const TensorRef& in) -> Result<void> {
-          if constexpr (DeviceCopyBackend<Backend>) {
-            if (inputs_on_device) return backend_->copy_on_device(dst.data, in.data.data(), in.data.size());
-          }
-          return backend_->upload(dst.data, in.data.data(), in.data.size());
-        };
-        if (auto copied = copy(inputs[i]); !copied) {
-          return std::move(copied).error().context(cat("input '", inputs[i].name, "'"));
-        }
-      } else if constexpr (requires { backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size()); }) {
-        backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size());  // spread over its threads
-      } else {
-        std::memcpy(dst.data, inputs[i].data.data(), inputs[i].data.size());
-      }
-    }
+    if (auto staged = stage_inputs(inputs, inputs_on_device); !staged) return staged;
 #if TEENY_TRAINING
     if (trainable()) {
       if (auto started = start_training_forward(); !started) return started;
@@ -466,13 +462,38 @@ class LoadedModel {
     }
 #if TEENY_TRAINING
     if (trainable()) {
-      // The output gradients start at zero: a loss writes those it has a gradient for.
-      for (const Port& port : outputs_) {
-        if (auto cleared = clear(current_->grads[port.node]); !cleared) return cleared;
-      }
+      if (auto cleared = clear_output_grads(); !cleared) return cleared;
       forward_ran_ = true;
     }
 #endif
+    return ok();
+  }
+
+  // Checks the inputs, selects the plan for their shapes and copies them into its arena.
+  Result<void> stage_inputs(std::span<const TensorRef> inputs, bool inputs_on_device) {
+    if (auto checked = check_inputs(inputs); !checked) return checked;
+    if (!current_matches(inputs)) {
+      auto switched = switch_plan(inputs);
+      if (!switched) return switched;
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const TensorBinding& dst = current_->values[input_nodes_[i]];
+      if constexpr (DeviceMemoryBackend<Backend>) {
+        const auto copy = [&](const TensorRef& in) -> Result<void> {
+          if constexpr (DeviceCopyBackend<Backend>) {
+            if (inputs_on_device) return backend_->copy_on_device(dst.data, in.data.data(), in.data.size());
+          }
+          return backend_->upload(dst.data, in.data.data(), in.data.size());
+        };
+        if (auto copied = copy(inputs[i]); !copied) {
+          return std::move(copied).error().context(cat("input '", inputs[i].name, "'"));
+        }
+      } else if constexpr (requires { backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size()); }) {
+        backend_->copy_input(dst.data, inputs[i].data.data(), inputs[i].data.size());  // spread over its threads
+      } else {
+        std::memcpy(dst.data, inputs[i].data.data(), inputs[i].data.size());
+      }
+    }
     return ok();
   }
 
@@ -640,6 +661,46 @@ class LoadedModel {
     return ok();
   }
 
+  /// One training step as a unit, on a device backend: the forward on `inputs`, the loss
+  /// (parts.queue_loss()), the parameter gradients zeroed, the backward and the update
+  /// (parts.queue_update()), with parts.stage() before them, once the inputs are in. With graph
+  /// replay on, everything from the forward to the update is captured once per plan (and again
+  /// when parts.capture_key() changes, or after load_weights) and replayed: a step is then one
+  /// graph launch. Gradients do not accumulate across steps (they are zeroed inside); the
+  /// forward's outputs stay readable until the next forward.
+  template <TrainingStepParts Parts>
+  Result<void> training_step(std::span<const TensorRef> inputs, Parts& parts)
+    requires DeviceTrainingBackend<Backend>
+  {
+    if (!trainable()) return not_trainable();
+    forward_ran_ = false;  // the backward is the step's own
+    if (auto staged = stage_inputs(inputs, false); !staged) return staged;
+    if (auto started = start_training_forward(); !started) return started;
+    if (auto staged = parts.stage(); !staged) return staged;
+    const auto queue = [&]() -> Result<void> {
+      run_steps();
+      if (auto cleared = clear_output_grads(); !cleared) return cleared;
+      if (auto loss = parts.queue_loss(); !loss) return std::move(loss).error().context("the loss");
+      if (auto cleared = zero_grad(); !cleared) return cleared;
+      if (auto ran = run_backward_steps(); !ran) return ran;
+      if (auto update = parts.queue_update(); !update) return std::move(update).error().context("the update");
+      return ok();
+    };
+    if constexpr (GraphBackend<Backend>) {
+      if (graph_replay_) {
+        const auto key = static_cast<std::uint64_t>(parts.capture_key());
+        if (current_->step_key != key) {
+          current_->step_graph.reset();
+          current_->step_key = key;
+        }
+        return replay_captured(current_->step_graph, "the training step", queue);
+      }
+    }
+    if (auto ran = queue(); !ran) return ran;
+    if constexpr (ReportsRunErrors<Backend>) return backend_->take_error();
+    return ok();
+  }
+
   /// Sets every parameter gradient to zero.
   void zero_grad()
     requires(!DeviceMemoryBackend<Backend>)
@@ -761,6 +822,8 @@ class LoadedModel {
     std::vector<TensorBinding> grads;     // per DAG node: dL/d(its value), or unbound (no gradient flows)
     std::vector<BackwardEntry> backward;  // in execution order: reverse topological
     std::optional<typename loaded_detail::graph_of<Backend>::type> backward_graph;  // (GraphBackend)
+    std::optional<typename loaded_detail::graph_of<Backend>::type> step_graph;      // a training_step (GraphBackend)
+    std::optional<std::uint64_t> step_key;  // the capture_key() step_graph was captured with
 #endif
   };
 
@@ -1281,6 +1344,13 @@ class LoadedModel {
             }
           },
           step.step);
+    }
+    return ok();
+  }
+  // The output gradients start each forward at zero: a loss writes those it has a gradient for.
+  Result<void> clear_output_grads() {
+    for (const Port& port : outputs_) {
+      if (auto cleared = clear(current_->grads[port.node]); !cleared) return cleared;
     }
     return ok();
   }

@@ -350,10 +350,11 @@ class DeviceOptimizer {
 
  protected:
   // What a step's launches take besides each parameter's own: the stream, the gradients'
-  // multiplier (1 / the scale with a scaler) and the scaler's overflow flag (null without one).
+  // multiplier (device memory: 1 / the scale with a scaler; null without one) and the scaler's
+  // overflow flag (null without one).
   struct StepStart {
     void* stream;
-    U multiplier;
+    const U* multiplier;
     const std::uint32_t* found_inf;
   };
 
@@ -362,7 +363,8 @@ class DeviceOptimizer {
   // The slots of the parameters `groups` name (master copies for 16-bit T, `buffers(group)` state
   // buffers each) and the kernels: teeny_<update_kernel>_<T>, and the non-finite check a scaler
   // launches.
-  template <class Options, class Buffers>
+  // `Step` is what each slot's launch reads from device memory per step (stage_values).
+  template <class Step, class Options, class Buffers>
   Result<void> init(CudaModelOf<T>& model, const std::vector<DeviceParamGroup<Options>>& groups,
                     std::string_view update_kernel, MasterWeights master, Buffers&& buffers) {
     auto update = device_detail::find<T>(update_kernel);
@@ -373,6 +375,12 @@ class DeviceOptimizer {
     if (!chosen) return std::move(chosen).error();
     auto slots = device_detail::make_slots<T>(model, *chosen, master, buffers);
     if (!slots) return std::move(slots).error();
+    auto values = DeviceBuffer::allocate(slots->size() * sizeof(Step));
+    if (!values) return std::move(values).error().context("the step's values");
+    auto multiplier = DeviceBuffer::allocate(sizeof(U));
+    if (!multiplier) return std::move(multiplier).error().context("the gradients' multiplier");
+    step_values_ = std::move(*values);
+    multiplier_ = std::move(*multiplier);
     model_ = &model;
     for (const auto& group : groups) {
       lr_.push_back(group.options.lr);
@@ -385,14 +393,33 @@ class DeviceOptimizer {
     return ok();
   }
 
-  // Checks the gradients with `scaler` (when given) and says what the step's launches take.
+  // A step's host part: each slot's `values` (what its launch reads, in slot order) and, with a
+  // scaler, the multiplier that unscales the gradients, copied to device memory (queued).
+  template <class Step>
+  Result<void> stage_values(const std::vector<Step>& values, GradScaler* scaler) {
+    CudaContext& cuda = model_->backend();
+    if (auto sent = cuda.upload(step_values_.data(), values.data(), values.size() * sizeof(Step)); !sent) {
+      return std::move(sent).error().context("staging the step's values");
+    }
+    if (scaler == nullptr) return ok();
+    const auto inverse = static_cast<U>(1.0 / scaler->scale());
+    host_multiplier_ = inverse;  // the copy may read it after this returns
+    return cuda.upload(multiplier_.data(), &host_multiplier_, sizeof(U)).context("staging the gradients' multiplier");
+  }
+  // Slot i's staged values, where its launch reads them.
+  template <class Step>
+  const Step* staged(std::size_t i) const {
+    return static_cast<const Step*>(step_values_.data()) + i;
+  }
+
+  // Checks the gradients with `scaler` (when given; queued) and says what the step's launches take.
   Result<StepStart> start_step(GradScaler* scaler) {
     void* stream = model_->backend().stream().handle();
-    if (scaler == nullptr) return StepStart{stream, U{1}, nullptr};
+    if (scaler == nullptr) return StepStart{stream, nullptr, nullptr};
     if (auto checked = scaler->check<T>(params_, non_finite_, model_->backend()); !checked) {
       return std::move(checked).error();
     }
-    return StepStart{stream, static_cast<U>(1.0 / scaler->scale()), scaler->found_inf()};
+    return StepStart{stream, static_cast<const U*>(multiplier_.data()), scaler->found_inf()};
   }
   // After the step's launches: the scaler reads its flag (waiting for them) and moves its scale.
   // Whether the step was taken.
@@ -483,6 +510,9 @@ class DeviceOptimizer {
   device_detail::Kernel non_finite_;
   std::vector<device_detail::Slot> slots_;
   std::vector<ParameterGradient> params_;  // the slots' parameters, as the scaler's check takes them
+  DeviceBuffer step_values_;               // per slot, what its launch reads (stage_values)
+  DeviceBuffer multiplier_;                // one U: 1 / the scaler's scale
+  U host_multiplier_{1};
 };
 
 /// torch.optim.Adam (Decoupled false) and AdamW (true) over a GPU model's trained parameters: one
@@ -505,8 +535,10 @@ class AdamFamily : public DeviceOptimizer<T> {
     opt.options_.reserve(groups.size());
     for (const auto& group : groups) opt.options_.push_back(group.options);
     const auto buffers = [&](std::size_t g) { return groups[g].options.amsgrad ? 3 : 2; };
-    if (auto made = opt.init(model, groups, "adam", master, buffers); !made)
+    if (auto made = opt.template init<Step>(model, groups, "adam", master, buffers); !made) {
       return std::move(made).error().context(name);
+    }
+    opt.staged_.resize(opt.slots_.size());
     return opt;
   }
   /// Over every trained parameter, in one group.
@@ -517,26 +549,46 @@ class AdamFamily : public DeviceOptimizer<T> {
   /// One step over every parameter (queued); with a scaler, its gradients are unscaled, and the
   /// step skipped (and the scale backed off) when one overflowed.
   Result<void> step(GradScaler* scaler = nullptr) {
-    auto start = this->start_step(scaler);
-    if (!start) return std::move(start).error();
-    for (auto& s : this->slots_) {
+    if (auto staged = stage(scaler); !staged) return staged;
+    if (auto queued = queue(scaler); !queued) return queued;
+    return finish(scaler);
+  }
+
+  /// step() in its three parts, as a training step captured whole (TrainingStep) takes them:
+  /// stage() works out the step's scalars (learning rate, bias corrections) on the host and copies
+  /// them to device memory; queue() queues the scaler's check and the updates, which read them
+  /// there (so a captured queue() replays with each step's values); finish() then takes the step's
+  /// outcome (with a scaler: reads its overflow flag, waiting for the kernels) and counts it.
+  Result<void> stage(GradScaler* scaler = nullptr) {
+    for (std::size_t i = 0; i < this->slots_.size(); ++i) {
+      auto& s = this->slots_[i];
       const Options& o = options_[s.group];
-      s.step += 1;
-      const auto scalars =
-          math::make_adam_step<U>(this->lr_[s.group], o.beta1, o.beta2, o.eps, o.weight_decay, Decoupled, s.step);
+      staged_[i] =
+          math::make_adam_step<U>(this->lr_[s.group], o.beta1, o.beta2, o.eps, o.weight_decay, Decoupled, s.step + 1);
+    }
+    return this->stage_values(staged_, scaler).context(name);
+  }
+  Result<void> queue(GradScaler* scaler = nullptr) {
+    auto start = this->start_step(scaler);
+    if (!start) return std::move(start).error().context(name);
+    for (std::size_t i = 0; i < this->slots_.size(); ++i) {
+      auto& s = this->slots_[i];
       const std::int64_t n = s.param.value.shape.numel();
       auto launched = device_detail::launch<cuda_kernels::AdamParamList<T>>(
           this->update_, n, start->stream, static_cast<T*>(s.param.value.data),
           static_cast<const T*>(s.param.grad.data), static_cast<U*>(s.master.data()), static_cast<U*>(s.first.data()),
-          static_cast<U*>(s.second.data()), static_cast<U*>(s.max_second.data()), scalars, n, start->multiplier,
-          start->found_inf);
+          static_cast<U*>(s.second.data()), static_cast<U*>(s.max_second.data()), this->template staged<Step>(i), n,
+          start->multiplier, start->found_inf);
       if (!launched) return std::move(launched).error().context(cat(name, " step of '", s.param.key, "'"));
     }
+    return ok();
+  }
+  Result<void> finish(GradScaler* scaler = nullptr) {
     auto taken = this->finish_step(scaler);
-    if (!taken) return std::move(taken).error();
+    if (!taken) return std::move(taken).error().context(name);
     // A skipped step is one PyTorch's scaler does not take: the step counts stay.
-    if (!*taken) {
-      for (auto& s : this->slots_) s.step -= 1;
+    if (*taken) {
+      for (auto& s : this->slots_) s.step += 1;
     }
     return ok();
   }
@@ -571,7 +623,9 @@ class AdamFamily : public DeviceOptimizer<T> {
     DeviceOptimizer<T>::add_master(s, out);
     return out;
   }
+  using Step = math::AdamStep<U>;
   std::vector<Options> options_;  // per group; lr is the base's (set_lr changes it)
+  std::vector<Step> staged_;      // per slot: the host's copy of what stage() sent
 };
 
 template <FloatElement T>
@@ -596,8 +650,10 @@ class Sgd : public DeviceOptimizer<T> {
     Sgd opt;
     for (const auto& group : groups) opt.options_.push_back(group.options);
     const auto buffers = [&](std::size_t g) { return groups[g].options.momentum != 0 ? 1 : 0; };
-    if (auto made = opt.init(model, groups, "sgd", master, buffers); !made)
+    if (auto made = opt.template init<Step>(model, groups, "sgd", master, buffers); !made) {
       return std::move(made).error().context("SGD");
+    }
+    opt.staged_.resize(opt.slots_.size());
     return opt;
   }
   /// Over every trained parameter, in one group.
@@ -609,22 +665,41 @@ class Sgd : public DeviceOptimizer<T> {
 
   /// One step over every parameter (queued), with a scaler as Adam's.
   Result<void> step(GradScaler* scaler = nullptr) {
-    auto start = this->start_step(scaler);
-    if (!start) return std::move(start).error();
-    for (auto& s : this->slots_) {
+    if (auto staged = stage(scaler); !staged) return staged;
+    if (auto queued = queue(scaler); !queued) return queued;
+    return finish(scaler);
+  }
+
+  /// step() in three parts, as Adam's: stage() copies each parameter's scalars (and whether its
+  /// momentum buffer holds a step's yet) to device memory, queue() queues the check and the
+  /// updates, finish() takes the outcome.
+  Result<void> stage(GradScaler* scaler = nullptr) {
+    for (std::size_t i = 0; i < this->slots_.size(); ++i) {
+      const auto& s = this->slots_[i];
       const SgdOptions& o = options_[s.group];
-      const math::SgdStep<U> scalars{
-          static_cast<U>(o.weight_decay),      static_cast<U>(o.momentum), static_cast<U>(1 - o.dampening),
-          static_cast<U>(-this->lr_[s.group]), o.weight_decay != 0,        o.nesterov};
+      staged_[i] = {{static_cast<U>(o.weight_decay), static_cast<U>(o.momentum), static_cast<U>(1 - o.dampening),
+                     static_cast<U>(-this->lr_[s.group]), o.weight_decay != 0, o.nesterov},
+                    s.has_buffer ? 1U : 0U};
+    }
+    return this->stage_values(staged_, scaler).context("SGD");
+  }
+  Result<void> queue(GradScaler* scaler = nullptr) {
+    auto start = this->start_step(scaler);
+    if (!start) return std::move(start).error().context("SGD");
+    for (std::size_t i = 0; i < this->slots_.size(); ++i) {
+      auto& s = this->slots_[i];
       const std::int64_t n = s.param.value.shape.numel();
       auto launched = device_detail::launch<cuda_kernels::SgdParamList<T>>(
           this->update_, n, start->stream, static_cast<T*>(s.param.value.data),
           static_cast<const T*>(s.param.grad.data), static_cast<U*>(s.master.data()), static_cast<U*>(s.first.data()),
-          static_cast<std::uint32_t>(s.has_buffer ? 1 : 0), scalars, n, start->multiplier, start->found_inf);
+          this->template staged<Step>(i), n, start->multiplier, start->found_inf);
       if (!launched) return std::move(launched).error().context(cat("SGD step of '", s.param.key, "'"));
     }
+    return ok();
+  }
+  Result<void> finish(GradScaler* scaler = nullptr) {
     auto taken = this->finish_step(scaler);
-    if (!taken) return std::move(taken).error();
+    if (!taken) return std::move(taken).error().context("SGD");
     // A skipped step leaves the momentum buffers as they were.
     for (auto& s : this->slots_) s.has_buffer = s.has_buffer || (*taken && s.first.data() != nullptr);
     return ok();
@@ -653,7 +728,9 @@ class Sgd : public DeviceOptimizer<T> {
     DeviceOptimizer<T>::add_master(s, out);
     return out;
   }
+  using Step = cuda_kernels::SgdDeviceStep<U>;
   std::vector<SgdOptions> options_;  // per group; lr is the base's (set_lr changes it)
+  std::vector<Step> staged_;         // per slot: the host's copy of what stage() sent
 };
 
 }  // namespace teeny::cuda

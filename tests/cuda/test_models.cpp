@@ -1,8 +1,9 @@
 // Whole models on the CUDA backend (load_cuda): without a GPU, the error that says why; with one,
 // the MLP, LeNet and ResNet-18 against the PyTorch fixtures, eagerly and by graph replay (which
 // must give eager's exact bits), and other batch sizes on plans of their own; in training builds,
-// LeNet's gradients on the GPU against the CPU backend's, and the device optimizers (AdamW against
-// the CPU's, bf16 master weights, f16 loss scaling).
+// LeNet's gradients on the GPU against the CPU backend's, the device optimizers (AdamW against
+// the CPU's, bf16 master weights, f16 loss scaling) and a whole training step replayed as one
+// CUDA graph against the same step run op by op.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -396,6 +397,13 @@ template class teeny::cuda::AdamFamily<teeny::f16, teeny::AdamOptions, false>;
 template class teeny::cuda::AdamFamily<double, teeny::AdamWOptions, true>;
 template class teeny::cuda::CrossEntropyLoss<teeny::bf16>;
 template class teeny::cuda::MseLoss<double>;
+// And a training step of an f16 model with MSE, AdamW and a scaler (operator() is a template).
+using F16Step = teeny::cuda::TrainingStep<teeny::cuda::CudaModelOf<teeny::f16>, teeny::cuda::MseLoss<teeny::f16>,
+                                          teeny::cuda::AdamW<teeny::f16>>;
+template class teeny::cuda::TrainingStep<teeny::cuda::CudaModelOf<teeny::f16>, teeny::cuda::MseLoss<teeny::f16>,
+                                         teeny::cuda::AdamW<teeny::f16>>;
+template teeny::Result<double> F16Step::operator()<teeny::f16>(std::span<const teeny::TensorRef>,
+                                                               std::span<const teeny::f16>);
 
 TEST_CASE("cuda: device optimizers over parameter groups step as the CPU's and save and load their state") {
   if (!have_gpu()) return;
@@ -489,6 +497,74 @@ TEST_CASE("cuda: device optimizers over parameter groups step as the CPU's and s
   const auto unknown = teeny::cuda::AdamW<float>::create(*gpu, bad);
   REQUIRE_FALSE(unknown);
   CHECK(unknown.error().message().find("'no.such.weight' is not a trained parameter") != std::string::npos);
+}
+
+TEST_CASE("cuda: a training step replayed as one CUDA graph matches the step run op by op") {
+  if (!have_gpu()) return;
+  const teeny::Graph graph = built(models::lenet_bn());
+  const fixtures::Model fx = fixtures::model("lenet");
+  const std::int64_t batch = fx.x.shape()[0];
+  auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}});
+  REQUIRE(cpu);
+  REQUIRE(teeny::init_parameters(*cpu, 11));
+  const auto initial = cpu->parameters();
+  auto source = teeny::ParamSource::of(initial);
+  REQUIRE(source);
+  const auto load = [&] {
+    auto model = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+    REQUIRE(model->load_weights(*source, {}));
+    return std::move(*model);
+  };
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(batch));
+
+  // SGD with momentum (its buffer starts at the second step) and Adam (bias corrections), each on
+  // three models: op by op, a TrainingStep run eagerly, and the same replayed as one graph a step.
+  // Each step has its own labels and learning rate: a replay must read this step's.
+  const auto check = [&]<class Optimizer>(auto create) {
+    auto by_ops = load();
+    auto eager = load();
+    auto replayed = load();
+    REQUIRE(replayed.set_graph_replay(true));
+    auto opt_ops = create(by_ops);
+    auto opt_eager = create(eager);
+    auto opt_replayed = create(replayed);
+    REQUIRE_MESSAGE(opt_ops, (opt_ops ? "" : opt_ops.error().to_string()));
+    REQUIRE(opt_eager);
+    REQUIRE(opt_replayed);
+    teeny::cuda::CrossEntropyLoss<float> loss_ops;
+    teeny::cuda::CrossEntropyLoss<float> loss_eager;
+    teeny::cuda::CrossEntropyLoss<float> loss_replayed;
+    teeny::cuda::TrainingStep step_eager(eager, loss_eager, *opt_eager, "logits");
+    teeny::cuda::TrainingStep step_replayed(replayed, loss_replayed, *opt_replayed, "logits");
+    for (int step = 0; step < 4; ++step) {
+      CAPTURE(step);
+      for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>((i * 7 + step) % 10);
+      const double lr = 0.05 / (step + 1);
+      for (Optimizer* opt : {&*opt_ops, &*opt_eager, &*opt_replayed}) REQUIRE(opt->set_lr(0, lr));
+      REQUIRE(by_ops.forward(input));
+      const auto want = loss_ops(by_ops, "logits", labels);
+      REQUIRE(want);
+      REQUIRE(by_ops.backward());
+      REQUIRE(opt_ops->step());
+      REQUIRE(opt_ops->zero_grad());
+      const auto got_eager = step_eager(input, std::span<const std::int64_t>(labels));
+      REQUIRE_MESSAGE(got_eager, (got_eager ? "" : got_eager.error().to_string()));
+      const auto got_replayed = step_replayed(input, std::span<const std::int64_t>(labels));
+      REQUIRE_MESSAGE(got_replayed, (got_replayed ? "" : got_replayed.error().to_string()));
+      CHECK(*got_eager == *want);
+      CHECK(*got_replayed == *want);
+    }
+    const auto want = parameter_values(by_ops);
+    CHECK(parameter_values(eager) == want);  // the same kernels in the same order: bit for bit
+    CHECK(parameter_values(replayed) == want);
+  };
+  check.operator()<teeny::cuda::Sgd<float>>([](teeny::cuda::CudaModel& model) {
+    return teeny::cuda::Sgd<float>::create(model, {.lr = 0.05, .momentum = 0.9});
+  });
+  check.operator()<teeny::cuda::Adam<float>>(
+      [](teeny::cuda::CudaModel& model) { return teeny::cuda::Adam<float>::create(model, {.lr = 0.05}); });
 }
 
 TEST_CASE("cuda: cross-entropy and MSE on the GPU give the CPU losses' values and gradients") {

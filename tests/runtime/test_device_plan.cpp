@@ -168,6 +168,15 @@ void run_kernel(const Op& op, const typename Op::Args& args, State& state, HostD
 }
 
 #if TEENY_TRAINING
+// A training forward refreshes what a kernel prepared from the parameters (packed weights), which
+// an update has moved, as the CPU backend does.
+template <class Op, class State, bool Trains>
+  requires teeny::RefreshableKernel<teeny::CpuContext, Op, State>
+teeny::Result<void> refresh_kernel(const Op& op, const typename Op::Args& args, State& state,
+                                   HostDeviceOf<Trains>& device) {
+  return refresh_kernel(op, args, state, device.cpu);
+}
+
 // And every backward, through the CPU's backward kernels, told its node and backward geometry.
 template <class Op>
   requires teeny::BackwardKernelFor<teeny::CpuContext, Op>
@@ -509,6 +518,174 @@ TEST_CASE("device plan: a model lowered for training trains on a device backend 
       CHECK(std::memcmp(host[i].data.data(), reference[i].data.data(), host[i].data.size()) == 0);
     }
   }
+}
+
+namespace fake {
+// The update both sides of the training-step test take: w -= lr g.
+void descend(float* w, const float* g, float lr, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+}
+
+// A loss and an update as a device training step queues them (TrainingStepParts), on HostDevice:
+// dL/dlogits = logits - target, and plain gradient descent. stage() copies this step's target and
+// learning rate to "device" memory; what the queue functions queue reads them there, recorded
+// while the device captures, as the model's own launches are.
+struct StepParts {
+  Model& model;
+  std::span<const float> target;  // this step's, host memory
+  float lr = 0;
+  std::uint64_t key = 1;
+  DeviceMemory staged_target{};
+  DeviceMemory staged_lr{};
+  int stages = 0;
+  int queued = 0;
+
+  void run(HostDevice& device, std::function<void()> work) {
+    if (device.capturing) {
+      device.recorded.push_back(std::move(work));
+    } else {
+      work();
+    }
+  }
+  teeny::Result<void> stage() {
+    HostDevice& device = model.backend();
+    if (staged_target.data() == nullptr) {
+      auto t = device.allocate(target.size_bytes());
+      auto r = device.allocate(sizeof(float));
+      REQUIRE(t);
+      REQUIRE(r);
+      staged_target = std::move(*t);
+      staged_lr = std::move(*r);
+    }
+    ++stages;
+    if (auto sent = device.upload(staged_target.data(), target.data(), target.size_bytes()); !sent) return sent;
+    return device.upload(staged_lr.data(), &lr, sizeof lr);
+  }
+  teeny::Result<void> queue_loss() {
+    ++queued;
+    auto y = model.output("logits");
+    auto g = model.output_grad("logits");
+    REQUIRE(y);
+    REQUIRE(g);
+    const auto* out = static_cast<const float*>(y->data);
+    auto* grad = static_cast<float*>(g->data);
+    const auto* t = static_cast<const float*>(staged_target.data());
+    const std::int64_t n = y->shape.numel();
+    run(model.backend(), [=] {
+      for (std::int64_t i = 0; i < n; ++i) grad[i] = out[i] - t[i];
+    });
+    return teeny::ok();
+  }
+  teeny::Result<void> queue_update() {
+    for (const auto& p : model.device_parameter_gradients()) {
+      auto* w = static_cast<float*>(p.value.data);
+      const auto* g = static_cast<const float*>(p.grad.data);
+      const auto* rate = static_cast<const float*>(staged_lr.data());
+      const std::int64_t n = p.value.shape.numel();
+      run(model.backend(), [=] { descend(w, g, *rate, n); });
+    }
+    return teeny::ok();
+  }
+  std::uint64_t capture_key() const { return key; }
+};
+static_assert(teeny::TrainingStepParts<StepParts>);
+}  // namespace fake
+
+TEST_CASE("device plan: a training step runs whole, and replayed as one graph gives the eager step's parameters") {
+  auto fx = fixtures::model("lenet");
+  const teeny::Graph graph = fake::built(models::lenet_bn());
+  const std::int64_t batch = fx.x.shape()[0];
+  auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}}, {.threads = 1});
+  REQUIRE(cpu);
+  REQUIRE(teeny::init_parameters(*cpu, 7));
+  const auto load_device = [&] {
+    auto lowered = teeny::standard_lowering<float>{}.lower(graph, teeny::LoweringMode::training);
+    REQUIRE(lowered);
+    auto loaded =
+        fake::Model::load(graph, std::move(*lowered), fake::HostDevice(teeny::CpuContext{}), {{"batch", batch}});
+    REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+    fake::copy_weights(*cpu, *loaded);
+    return std::move(*loaded);
+  };
+  fake::Model eager = load_device();
+  fake::Model replayed = load_device();
+  REQUIRE(replayed.set_graph_replay(true));
+  auto& device = replayed.backend();
+
+  const auto count = static_cast<std::size_t>(fx.logits.numel());
+  std::vector<float> target(count);
+  fake::StepParts eager_parts{eager, target};
+  fake::StepParts replayed_parts{replayed, target};
+  const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
+  // Each step its own target and learning rate: a replay must read this step's, not the captured.
+  for (int step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    for (std::size_t i = 0; i < count; ++i) target[i] = 0.1F * static_cast<float>((i + step) % 5) - 0.2F;
+    const float lr = 0.05F / static_cast<float>(step + 1);
+    eager_parts.lr = replayed_parts.lr = lr;
+    auto ran = eager.training_step(input, eager_parts);
+    REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+    ran = replayed.training_step(input, replayed_parts);
+    REQUIRE_MESSAGE(ran, (ran ? "" : ran.error().to_string()));
+
+    // The CPU backend, the same step by hand: forward, dL/dlogits, backward, descent.
+    REQUIRE(cpu->forward(input));
+    auto logits = cpu->output("logits");
+    auto dlogits = cpu->output_grad("logits");
+    REQUIRE(logits);
+    REQUIRE(dlogits);
+    for (std::size_t i = 0; i < count; ++i) {
+      static_cast<float*>(dlogits->data)[i] = static_cast<const float*>(logits->data)[i] - target[i];
+    }
+    cpu->zero_grad();
+    REQUIRE(cpu->backward());
+    for (const auto& p : cpu->parameter_gradients()) {
+      fake::descend(static_cast<float*>(p.value.data), static_cast<const float*>(p.grad.data), lr,
+                    p.value.shape.numel());
+    }
+    CHECK(fake::output_of(eager, "logits", count) == fake::output_of(replayed, "logits", count));
+    REQUIRE(eager.download_parameters());
+    REQUIRE(replayed.download_parameters());
+    const auto want = cpu->parameters();
+    const auto got_eager = eager.parameters();
+    const auto got_replayed = replayed.parameters();
+    REQUIRE(got_eager.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(want[i].name);
+      // The same kernels in the same order: bit for bit, eager, replayed and on the CPU.
+      CHECK(std::memcmp(got_eager[i].data.data(), want[i].data.data(), want[i].data.size()) == 0);
+      CHECK(std::memcmp(got_replayed[i].data.data(), want[i].data.data(), want[i].data.size()) == 0);
+    }
+  }
+  // Replayed: captured once (the loss and update queued then only), then one graph launch a step;
+  // staged every step.
+  CHECK(device.captures == 1);
+  CHECK(device.replays == 3);
+  CHECK(device.launches == 0);
+  CHECK(device.backward_launches == 0);
+  CHECK(replayed_parts.stages == 3);
+  CHECK(replayed_parts.queued == 1);
+  CHECK(eager_parts.queued == 3);
+
+  // Another capture key (other buffers): captured again; so is it after new weights.
+  replayed_parts.key = 2;
+  REQUIRE(replayed.training_step(input, replayed_parts));
+  CHECK(device.captures == 2);
+  REQUIRE(replayed.training_step(input, replayed_parts));
+  CHECK(device.captures == 2);
+  fake::copy_weights(*cpu, replayed);
+  REQUIRE(replayed.training_step(input, replayed_parts));
+  CHECK(device.captures == 3);
+
+  // A failure while capturing comes back naming the step, and leaves no graph behind.
+  replayed_parts.key = 3;
+  device.fail_launches = true;
+  auto failed = replayed.training_step(input, replayed_parts);
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().message().find("capturing the training step") != std::string::npos);
+  device.fail_launches = false;
+  REQUIRE(replayed.training_step(input, replayed_parts));
+  CHECK(device.captures == 5);
 }
 
 TEST_CASE("device plan: a model lowered for training is refused on a device backend that cannot zero memory") {
