@@ -222,7 +222,7 @@ std::vector<DeviceParamGroup<Options>> weight_decay_groups(Model& model, const O
   groups[1].options = options;
   groups[1].options.weight_decay = 0;
   for (const ParameterGradient& p : model.device_parameter_gradients()) {
-    groups[p.value.shape.rank() <= 1 ? 1 : 0].keys.emplace_back(p.key);
+    groups[weight_decay_group(p.value.shape.rank())].keys.emplace_back(p.key);
   }
   return groups;
 }
@@ -402,8 +402,7 @@ class DeviceOptimizer {
       return std::move(sent).error().context("staging the step's values");
     }
     if (scaler == nullptr) return ok();
-    const auto inverse = static_cast<U>(1.0 / scaler->scale());
-    host_multiplier_ = inverse;  // the copy may read it after this returns
+    host_multiplier_ = static_cast<U>(1.0 / scaler->scale());
     return cuda.upload(multiplier_.data(), &host_multiplier_, sizeof(U)).context("staging the gradients' multiplier");
   }
   // Slot i's staged values, where its launch reads them.
@@ -512,7 +511,7 @@ class DeviceOptimizer {
   std::vector<ParameterGradient> params_;  // the slots' parameters, as the scaler's check takes them
   DeviceBuffer step_values_;               // per slot, what its launch reads (stage_values)
   DeviceBuffer multiplier_;                // one U: 1 / the scaler's scale
-  U host_multiplier_{1};
+  U host_multiplier_{1};                   // its host copy, the upload's source
 };
 
 /// torch.optim.Adam (Decoupled false) and AdamW (true) over a GPU model's trained parameters: one

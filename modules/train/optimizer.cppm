@@ -84,6 +84,10 @@ struct ParamGroup {
   Options options;
 };
 
+/// The group of PyTorch's usual two a parameter of rank `rank` goes in: 0 for weights (rank >= 2),
+/// decayed; 1 for biases and norm weights (rank <= 1), not decayed.
+constexpr std::size_t weight_decay_group(std::size_t rank) { return rank <= 1 ? 1 : 0; }
+
 /// PyTorch's usual two groups: group 0 holds the parameters of rank >= 2 (weights) with `options`,
 /// group 1 those of rank <= 1 (biases, norm weights) with weight_decay = 0.
 template <TrainFloat T, class Options>
@@ -92,7 +96,7 @@ std::vector<ParamGroup<T, Options>> weight_decay_groups(std::span<const Paramete
   groups[0].options = options;
   groups[1].options = options;
   groups[1].options.weight_decay = 0;
-  for (const Parameter<T>& p : params) groups[p.value.rank() <= 1 ? 1 : 0].params.push_back(p);
+  for (const Parameter<T>& p : params) groups[weight_decay_group(p.value.rank())].params.push_back(p);
   return groups;
 }
 template <TrainFloat T, class Options>

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -237,6 +238,18 @@ std::vector<std::vector<double>> parameter_values(teeny::cuda::CudaModelOf<T>& m
   }
   return out;
 }
+
+// A GPU model of `graph` lowered for training, starting from `cpu`'s parameters.
+teeny::cuda::CudaModel gpu_copy_of(const teeny::CpuModel& cpu, const teeny::Graph& graph, std::int64_t batch) {
+  auto model = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  const auto params = cpu.parameters();
+  auto source = teeny::ParamSource::of(params);
+  REQUIRE(source);
+  auto loaded = model->load_weights(*source, {});
+  REQUIRE_MESSAGE(loaded, (loaded ? "" : loaded.error().to_string()));
+  return std::move(*model);
+}
 }  // namespace
 
 TEST_CASE("cuda: the device optimizers refuse bad options before touching a GPU") {
@@ -258,29 +271,22 @@ TEST_CASE("cuda: AdamW steps on the GPU match the CPU AdamW's") {
   auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}});
   REQUIRE(cpu);
   REQUIRE(teeny::init_parameters(*cpu, 4));
-  auto gpu = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
-  REQUIRE_MESSAGE(gpu, (gpu ? "" : gpu.error().to_string()));
-  const auto initial = cpu->parameters();
-  auto source = teeny::ParamSource::of(initial);
-  REQUIRE(source);
-  REQUIRE(gpu->load_weights(*source, {}));
+  auto gpu = gpu_copy_of(*cpu, graph, batch);
   auto params = teeny::trainable_parameters<float>(*cpu);
   REQUIRE(params);
   auto cpu_opt = teeny::AdamW<float>::create(*params, {.lr = 1e-2});
   REQUIRE(cpu_opt);
-  auto gpu_opt = teeny::cuda::AdamW<float>::create(*gpu, {.lr = 1e-2});
+  auto gpu_opt = teeny::cuda::AdamW<float>::create(gpu, {.lr = 1e-2});
   REQUIRE_MESSAGE(gpu_opt, (gpu_opt ? "" : gpu_opt.error().to_string()));
   // A third model trains with its forward and backward replayed as CUDA graphs.
-  auto replayed = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
-  REQUIRE_MESSAGE(replayed, (replayed ? "" : replayed.error().to_string()));
-  REQUIRE(replayed->load_weights(*source, {}));
-  REQUIRE(replayed->set_graph_replay(true));
-  auto replayed_opt = teeny::cuda::AdamW<float>::create(*replayed, {.lr = 1e-2});
+  auto replayed = gpu_copy_of(*cpu, graph, batch);
+  REQUIRE(replayed.set_graph_replay(true));
+  auto replayed_opt = teeny::cuda::AdamW<float>::create(replayed, {.lr = 1e-2});
   REQUIRE(replayed_opt);
   for (int step = 0; step < 3; ++step) {
     forward_backward(*cpu, fx.x, dlogits);
-    forward_backward(*gpu, fx.x, dlogits);
-    forward_backward(*replayed, fx.x, dlogits);
+    forward_backward(gpu, fx.x, dlogits);
+    forward_backward(replayed, fx.x, dlogits);
     cpu_opt->step();
     REQUIRE(gpu_opt->step());
     REQUIRE(replayed_opt->step());
@@ -288,8 +294,8 @@ TEST_CASE("cuda: AdamW steps on the GPU match the CPU AdamW's") {
     REQUIRE(gpu_opt->zero_grad());
     REQUIRE(replayed_opt->zero_grad());
   }
-  const auto got = parameter_values(*gpu);
-  CHECK(parameter_values(*replayed) == got);  // the same kernels, replayed: bit for bit
+  const auto got = parameter_values(gpu);
+  CHECK(parameter_values(replayed) == got);  // the same kernels, replayed: bit for bit
   const auto want = cpu->parameters();
   REQUIRE(got.size() == want.size());
   for (std::size_t p = 0; p < want.size(); ++p) {
@@ -387,6 +393,51 @@ TEST_CASE("cuda: a bf16 model steps through f32 master weights, and f16 loss sca
     }
     CHECK(skipped > 0);
     CHECK(stepped);
+  }
+
+  // The same through TrainingStep (MSE against a far target, so the scaled gradients overflow),
+  // eagerly and replayed as one CUDA graph a step: the scaler's check and multiplier are in the
+  // graph, and both models skip the same steps and end bit for bit alike.
+  {
+    using teeny::f16;
+    const std::vector<f16> x = x_as.template operator()<f16>();
+    const teeny::TensorRef input[] = {teeny::TensorRef::of<f16>("x", x, fx.x.shape())};
+    const std::vector<f16> target(static_cast<std::size_t>(fx.logits.numel()), f16(100.0F));
+    struct Run {
+      teeny::cuda::CudaModelOf<f16> model;
+      teeny::cuda::GradScaler scaler;
+      teeny::cuda::AdamW<f16> adamw;
+      teeny::cuda::MseLoss<f16> mse;
+      std::vector<bool> skipped;
+      std::vector<double> losses;
+    };
+    const auto run = [&](bool replay) {
+      auto model = teeny::cuda::load_cuda_for_training<f16>(graph, {{"batch", batch}});
+      REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+      REQUIRE(model->load_weights(fx.file, {.strict = false}));
+      REQUIRE(model->set_graph_replay(replay));
+      auto scaler = teeny::cuda::GradScaler::create();
+      REQUIRE(scaler);
+      auto adamw = teeny::cuda::AdamW<f16>::create(*model, {.lr = 1e-3});
+      REQUIRE(adamw);
+      auto r = std::make_unique<Run>(
+          Run{std::move(*model), std::move(*scaler), std::move(*adamw), teeny::cuda::MseLoss<f16>{}, {}, {}});
+      teeny::cuda::TrainingStep step(r->model, r->mse, r->adamw, "logits", &r->scaler);
+      for (int i = 0; i < 24 && std::count(r->skipped.begin(), r->skipped.end(), false) < 2; ++i) {
+        const auto loss = step(input, std::span<const f16>(target));
+        REQUIRE_MESSAGE(loss, (loss ? "" : loss.error().to_string()));
+        r->losses.push_back(*loss);
+        r->skipped.push_back(r->scaler.skipped_last());
+      }
+      return r;
+    };
+    const auto eager = run(false);
+    const auto replayed = run(true);
+    CHECK(std::count(eager->skipped.begin(), eager->skipped.end(), true) > 0);
+    CHECK(std::count(eager->skipped.begin(), eager->skipped.end(), false) == 2);
+    CHECK(replayed->skipped == eager->skipped);
+    CHECK(replayed->losses == eager->losses);
+    CHECK(parameter_values(replayed->model) == parameter_values(eager->model));
   }
 }
 
@@ -507,15 +558,7 @@ TEST_CASE("cuda: a training step replayed as one CUDA graph matches the step run
   auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}});
   REQUIRE(cpu);
   REQUIRE(teeny::init_parameters(*cpu, 11));
-  const auto initial = cpu->parameters();
-  auto source = teeny::ParamSource::of(initial);
-  REQUIRE(source);
-  const auto load = [&] {
-    auto model = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
-    REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
-    REQUIRE(model->load_weights(*source, {}));
-    return std::move(*model);
-  };
+  const auto load = [&] { return gpu_copy_of(*cpu, graph, batch); };
   const teeny::TensorRef input[] = {teeny::TensorRef::of("x", fx.x)};
   std::vector<std::int64_t> labels(static_cast<std::size_t>(batch));
 
