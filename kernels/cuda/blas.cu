@@ -277,11 +277,7 @@ int blas_create(void*& handle) noexcept {
   handle = nullptr;
   const Library& lib = library();
   if (lib.status != 0) return blas_not_loaded;
-  cublasLtHandle_t h = nullptr;
-  const cublasStatus_t s = lib.create(&h);
-  if (s != CUBLAS_STATUS_SUCCESS) return s;
-  handle = h;
-  return 0;
+  return make_handle<cublasLtHandle_t>(handle, lib.create);
 }
 
 void blas_destroy(void* handle) noexcept {
@@ -295,15 +291,9 @@ int gemm_plan(void*& plan, void* handle, const GemmDesc& desc, std::size_t works
   if (lib.status != 0) return blas_not_loaded;
   if (!valid(desc)) return CUBLAS_STATUS_INVALID_VALUE;
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  Plan* p = new (std::nothrow) Plan;
-  if (p == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
-  const int status = build(lib, *p, static_cast<cublasLtHandle_t>(handle), desc, workspace_bytes);
-  if (status != 0) {
-    delete p;
-    return status;
-  }
-  plan = p;
-  return 0;
+  return make_plan<Plan>(plan, CUBLAS_STATUS_ALLOC_FAILED, [&](Plan& p) {
+    return build(lib, p, static_cast<cublasLtHandle_t>(handle), desc, workspace_bytes);
+  });
 }
 
 int gemm_run(const void* plan, void* handle, const void* a, const void* b, const void* bias, void* d, void* workspace,

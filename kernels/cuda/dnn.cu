@@ -217,11 +217,7 @@ int dnn_create(void*& handle) noexcept {
   handle = nullptr;
   const Library& lib = library();
   if (lib.status != 0) return dnn_not_loaded;
-  cudnnHandle_t h = nullptr;
-  const cudnnStatus_t s = lib.create(&h);
-  if (s != CUDNN_STATUS_SUCCESS) return s;
-  handle = h;
-  return 0;
+  return make_handle<cudnnHandle_t>(handle, lib.create);
 }
 
 void dnn_destroy(void* handle) noexcept {
@@ -235,15 +231,9 @@ int conv_plan(void*& plan, void* handle, const ConvDesc& desc, std::size_t works
   if (lib.status != 0) return dnn_not_loaded;
   if (!valid(desc)) return CUDNN_STATUS_BAD_PARAM;
   if (handle == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
-  Plan* p = new (std::nothrow) Plan;
-  if (p == nullptr) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-  const int status = build(lib, *p, static_cast<cudnnHandle_t>(handle), desc, workspace_bytes);
-  if (status != 0) {
-    delete p;
-    return status;
-  }
-  plan = p;
-  return 0;
+  return make_plan<Plan>(plan, CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, [&](Plan& p) {
+    return build(lib, p, static_cast<cudnnHandle_t>(handle), desc, workspace_bytes);
+  });
 }
 
 const char* conv_algorithm_name(const void* plan) noexcept {

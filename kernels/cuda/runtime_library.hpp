@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <new>
 
 namespace teeny::cuda_kernels {
 
@@ -65,5 +66,31 @@ class RuntimeLibrary {
   char why_[512] = "";
   char not_loaded_[600] = "";
 };
+
+/// A library handle made by `create(&handle)` (cublasLtCreate, cudnnCreate) into `out`, null on
+/// failure: the library's status (0 on success).
+template <class Handle, class Create>
+int make_handle(void*& out, Create&& create) noexcept {
+  out = nullptr;
+  Handle handle = nullptr;
+  const int status = static_cast<int>(create(&handle));
+  if (status == 0) out = handle;
+  return status;
+}
+
+/// A new Plan filled by `build(plan)` into `out`, null (and nothing left allocated) on failure:
+/// build's status, or `no_memory` when the plan cannot be allocated.
+template <class Plan, class Build>
+int make_plan(void*& out, int no_memory, Build&& build) noexcept {
+  out = nullptr;
+  Plan* plan = new (std::nothrow) Plan;
+  if (plan == nullptr) return no_memory;
+  if (const int status = build(*plan); status != 0) {
+    delete plan;
+    return status;
+  }
+  out = plan;
+  return 0;
+}
 
 }  // namespace teeny::cuda_kernels
