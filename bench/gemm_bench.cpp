@@ -6,7 +6,9 @@
 // shapes x[M, 784] x W[512, 784]^T for M = 1 and 64, where teeny uses W pre-packed once (as a model
 // does at load time) and OpenBLAS reads W as is. `fma_peak` measures the core's FMA limit in the
 // same run (12 independent chains of fused multiply-adds in registers, in the instruction set
-// teeny's GEMM runs with), so that GEMM figures can be read as a fraction of it.
+// teeny's GEMM runs with), so that GEMM figures can be read as a fraction of it; `read_peak` the
+// rate one core reads a buffer of a given size, pass after pass (the floor of a forward that
+// streams that many bytes of weights).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #if defined(__x86_64__)
@@ -15,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
@@ -179,6 +182,67 @@ void BM_fma_peak(benchmark::State& state) {
   state.SetLabel(teeny::cpu::isa_name(isa));
 }
 
+// The read limit: one thread summing a buffer of `floats` floats with kReadChains vector
+// accumulators, pass after pass, each pass in the direction opposite to the last (as a batch-1
+// Linear sweeps its weights, see cpu::ColumnOrder), so the floor of a forward that must read that
+// many bytes of weights from wherever they stay between forwards.
+constexpr int kReadChains = 8;
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float read_avx512(const float* p, std::size_t floats, bool backward) {
+  __m512 acc[kReadChains];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  constexpr std::size_t kStep = 16 * kReadChains;
+  for (std::size_t i = 0; i + kStep <= floats; i += kStep) {
+    const float* q = backward ? p + (floats - kStep - i) : p + i;
+    for (int c = 0; c < kReadChains; ++c) acc[c] = _mm512_add_ps(acc[c], _mm512_load_ps(q + 16 * c));
+  }
+  for (int c = 1; c < kReadChains; ++c) acc[0] = _mm512_add_ps(acc[0], acc[c]);
+  return _mm512_reduce_add_ps(acc[0]);
+}
+
+__attribute__((target("avx2"))) float read_avx2(const float* p, std::size_t floats, bool backward) {
+  __m256 acc[kReadChains];
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  constexpr std::size_t kStep = 8 * kReadChains;
+  for (std::size_t i = 0; i + kStep <= floats; i += kStep) {
+    const float* q = backward ? p + (floats - kStep - i) : p + i;
+    for (int c = 0; c < kReadChains; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_load_ps(q + 8 * c));
+  }
+  for (int c = 1; c < kReadChains; ++c) acc[0] = _mm256_add_ps(acc[0], acc[c]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc[0]);
+  float sum = 0;
+  for (const float x : lanes) sum += x;
+  return sum;
+}
+#endif
+
+void BM_read_peak(benchmark::State& state) {
+  const teeny::cpu::Isa isa = teeny::cpu::active_isa();
+  float (*read)(const float*, std::size_t, bool) = nullptr;
+#if defined(__x86_64__)
+  if (isa == teeny::cpu::Isa::avx512) read = read_avx512;
+  if (isa == teeny::cpu::Isa::avx2) read = read_avx2;
+#endif
+  if (read == nullptr) {
+    state.SkipWithError("no vector loads in the instruction set teeny runs with");
+    return;
+  }
+  const auto floats = static_cast<std::size_t>(state.range(0)) / sizeof(float) / 128 * 128;
+  std::unique_ptr<float[], void (*)(float*)> buffer(static_cast<float*>(std::aligned_alloc(64, floats * sizeof(float))),
+                                                    [](float* p) { std::free(p); });
+  for (std::size_t i = 0; i < floats; ++i) buffer[i] = 1.0f;
+  bool backward = false;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): Google Benchmark's loop
+    benchmark::DoNotOptimize(read(buffer.get(), floats, backward));
+    backward = !backward;
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(floats * sizeof(float)) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(teeny::cpu::isa_name(isa));
+}
+
 void square_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "threads", "trans_b"});
   for (const int n : {1024, 2048}) {
@@ -198,6 +262,17 @@ void linear_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_fma_peak)->UseRealTime();
+// 512 KiB and 1 MiB (an L2's share), the MLP 784-512-512-10's 2.68 MB of weights, 8 MiB and
+// 64 MiB (past an L3).
+BENCHMARK(BM_read_peak)
+    ->ArgName("bytes")
+    ->Arg(512 << 10)
+    ->Arg(1 << 20)
+    ->Arg(2678824)
+    ->Arg(8 << 20)
+    ->Arg(64 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_teeny_square)->Apply(square_args);
 BENCHMARK(BM_openblas_square)->Apply(square_args);
 BENCHMARK(BM_teeny_linear)->Apply(linear_args);
