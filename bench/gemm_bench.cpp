@@ -186,30 +186,30 @@ void BM_fma_peak(benchmark::State& state) {
 // accumulators, pass after pass, each pass in the direction opposite to the last (as a batch-1
 // Linear sweeps its weights, see cpu::ColumnOrder), so the floor of a forward that must read that
 // many bytes of weights from wherever they stay between forwards.
-constexpr int kReadChains = 8;
+constexpr std::size_t kReadChains = 8;
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) float read_avx512(const float* p, std::size_t floats, bool backward) {
   __m512 acc[kReadChains];
   for (__m512& a : acc) a = _mm512_setzero_ps();
-  constexpr std::size_t kStep = 16 * kReadChains;
+  constexpr std::size_t kStep = std::size_t{16} * kReadChains;
   for (std::size_t i = 0; i + kStep <= floats; i += kStep) {
     const float* q = backward ? p + (floats - kStep - i) : p + i;
-    for (int c = 0; c < kReadChains; ++c) acc[c] = _mm512_add_ps(acc[c], _mm512_load_ps(q + 16 * c));
+    for (std::size_t c = 0; c < kReadChains; ++c) acc[c] = _mm512_add_ps(acc[c], _mm512_load_ps(q + 16 * c));
   }
-  for (int c = 1; c < kReadChains; ++c) acc[0] = _mm512_add_ps(acc[0], acc[c]);
+  for (std::size_t c = 1; c < kReadChains; ++c) acc[0] = _mm512_add_ps(acc[0], acc[c]);
   return _mm512_reduce_add_ps(acc[0]);
 }
 
 __attribute__((target("avx2"))) float read_avx2(const float* p, std::size_t floats, bool backward) {
   __m256 acc[kReadChains];
   for (__m256& a : acc) a = _mm256_setzero_ps();
-  constexpr std::size_t kStep = 8 * kReadChains;
+  constexpr std::size_t kStep = std::size_t{8} * kReadChains;
   for (std::size_t i = 0; i + kStep <= floats; i += kStep) {
     const float* q = backward ? p + (floats - kStep - i) : p + i;
-    for (int c = 0; c < kReadChains; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_load_ps(q + 8 * c));
+    for (std::size_t c = 0; c < kReadChains; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_load_ps(q + 8 * c));
   }
-  for (int c = 1; c < kReadChains; ++c) acc[0] = _mm256_add_ps(acc[0], acc[c]);
+  for (std::size_t c = 1; c < kReadChains; ++c) acc[0] = _mm256_add_ps(acc[0], acc[c]);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, acc[0]);
   float sum = 0;
