@@ -44,87 +44,45 @@ inline Result<void> load_blas() {
 #endif
 }
 
+#if TEENY_HAS_CUDA
+inline void destroy_blas_handle(void* handle) noexcept { cuda_kernels::blas_destroy(handle); }
+inline void destroy_gemm_plan(void* plan) noexcept { cuda_kernels::gemm_destroy(plan); }
+#else
+inline void destroy_blas_handle(void* /*handle*/) noexcept {}
+inline void destroy_gemm_plan(void* /*plan*/) noexcept {}
+#endif
+
 /// A cuBLASLt handle, owned.
 class BlasHandle {
  public:
-  BlasHandle() = default;
-  BlasHandle(const BlasHandle&) = delete;
-  BlasHandle& operator=(const BlasHandle&) = delete;
-  BlasHandle(BlasHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-  BlasHandle& operator=(BlasHandle&& other) noexcept {
-    if (this != &other) {
-      release();
-      handle_ = std::exchange(other.handle_, nullptr);
-    }
-    return *this;
-  }
-  ~BlasHandle() { release(); }
-
   /// A handle on the current device, cuBLASLt loaded first.
   static Result<BlasHandle> create() {
     if (auto loaded = load_blas(); !loaded) return std::move(loaded).error();
 #if TEENY_HAS_CUDA
     BlasHandle h;
-    if (const int status = cuda_kernels::blas_create(h.handle_))
+    if (const int status = cuda_kernels::blas_create(h.handle_.slot())) {
       return blas_error(status, "creating a cuBLASLt handle");
+    }
     return h;
 #else
     return not_compiled_in("creating a cuBLASLt handle");
 #endif
   }
-  void* get() const { return handle_; }
+  void* get() const { return handle_.get(); }
 
  private:
-  void release() {
-#if TEENY_HAS_CUDA
-    if (handle_ != nullptr) cuda_kernels::blas_destroy(handle_);
-#endif
-    handle_ = nullptr;
-  }
-  void* handle_ = nullptr;
+  Owned<destroy_blas_handle> handle_;
 };
 
 /// One GEMM of a launch, planned at load (descriptors, algorithm) with the device pointers it
 /// reads and writes: run() only queues it.
 struct GemmLaunch {
-  GemmLaunch() = default;
-  GemmLaunch(const GemmLaunch&) = delete;
-  GemmLaunch& operator=(const GemmLaunch&) = delete;
-  GemmLaunch(GemmLaunch&& other) noexcept
-      : plan(std::exchange(other.plan, nullptr)),
-        a(other.a),
-        b(other.b),
-        bias(other.bias),
-        d(other.d),
-        where(std::move(other.where)) {}
-  GemmLaunch& operator=(GemmLaunch&& other) noexcept {
-    if (this != &other) {
-      release();
-      plan = std::exchange(other.plan, nullptr);
-      a = other.a;
-      b = other.b;
-      bias = other.bias;
-      d = other.d;
-      where = std::move(other.where);
-    }
-    return *this;
-  }
-  ~GemmLaunch() { release(); }
-
-  void* plan = nullptr;
+  Owned<destroy_gemm_plan> plan;
   const void* a = nullptr;
   const void* b = nullptr;
   const void* bias = nullptr;
   void* d = nullptr;
   std::string where;  // "cuBLASLt GEMM of node 'fc1' (op linear, dtype f16)"
-
- private:
-  void release() {
-#if TEENY_HAS_CUDA
-    if (plan != nullptr) cuda_kernels::gemm_destroy(plan);
-#endif
-    plan = nullptr;
-  }
 };
 
 /// A GEMM and the device memory it reads and writes: what linear_gemm and matmul_gemm make of a
@@ -258,7 +216,7 @@ Result<GemmLaunch> plan_gemm(const Op& op, const GemmOperands& g, void* handle, 
   launch.where = cat("cuBLASLt GEMM of node '", site.node, "' (op ", op.name(), ", dtype ", name(op.output_dtype()),
                      ", ", g.desc.batch, " x [", g.desc.m, ", ", g.desc.k, "] x [", g.desc.k, ", ", g.desc.n, "])");
 #if TEENY_HAS_CUDA
-  if (const int status = cuda_kernels::gemm_plan(launch.plan, handle, g.desc, workspace_bytes)) {
+  if (const int status = cuda_kernels::gemm_plan(launch.plan.slot(), handle, g.desc, workspace_bytes)) {
     return blas_error(status, cat("planning the ", launch.where));
   }
   launch.a = g.a;

@@ -80,36 +80,23 @@ class PinnedBuffer {
   std::size_t bytes_ = 0;
 };
 
-/// A captured CUDA graph and its executable form, owned by one object.
-class CudaGraph {
- public:
-  CudaGraph() = default;
-  CudaGraph(const CudaGraph&) = delete;
-  CudaGraph& operator=(const CudaGraph&) = delete;
-  CudaGraph(CudaGraph&& other) noexcept
-      : graph_(std::exchange(other.graph_, nullptr)), executable_(std::exchange(other.executable_, nullptr)) {}
-  CudaGraph& operator=(CudaGraph&& other) noexcept {
-    if (this != &other) {
-      release();
-      graph_ = std::exchange(other.graph_, nullptr);
-      executable_ = std::exchange(other.executable_, nullptr);
-    }
-    return *this;
-  }
-  ~CudaGraph() { release(); }
+#if TEENY_HAS_CUDA
+inline void destroy_graph(void* graph) noexcept { (void)cuda_kernels::graph_destroy(graph); }
+inline void destroy_graph_executable(void* executable) noexcept {
+  (void)cuda_kernels::graph_executable_destroy(executable);
+}
+#else
+inline void destroy_graph(void* /*graph*/) noexcept {}
+inline void destroy_graph_executable(void* /*executable*/) noexcept {}
+#endif
 
+/// A captured CUDA graph and its executable form, owned by one object (the executable released
+/// first: members go in reverse order).
+class CudaGraph {
  private:
   friend class CudaContext;
-  void release() {
-#if TEENY_HAS_CUDA
-    if (executable_ != nullptr) (void)cuda_kernels::graph_executable_destroy(executable_);
-    if (graph_ != nullptr) (void)cuda_kernels::graph_destroy(graph_);
-#endif
-    graph_ = nullptr;
-    executable_ = nullptr;
-  }
-  void* graph_ = nullptr;
-  void* executable_ = nullptr;
+  Owned<destroy_graph> graph_;
+  Owned<destroy_graph_executable> executable_;
 };
 
 struct CudaOptions {
@@ -191,7 +178,7 @@ class CudaContext {
   /// Queues a planned GEMM on the stream; a failure is kept (take_error), as a launch's is.
   void run_gemm(const GemmLaunch& gemm) {
 #if TEENY_HAS_CUDA
-    if (const int status = cuda_kernels::gemm_run(gemm.plan, blas_.get(), gemm.a, gemm.b, gemm.bias, gemm.d,
+    if (const int status = cuda_kernels::gemm_run(gemm.plan.get(), blas_.get(), gemm.a, gemm.b, gemm.bias, gemm.d,
                                                   blas_workspace_.data(), kBlasWorkspace, stream_.handle())) {
       keep(blas_error(status, cat("running the ", gemm.where)));
     }
@@ -231,7 +218,7 @@ class CudaContext {
   /// Queues a planned cuDNN convolution on the stream; a failure is kept (take_error).
   void run_conv(const ConvLaunch& conv) {
 #if TEENY_HAS_CUDA
-    if (const int status = cuda_kernels::conv_run(conv.plan, dnn_.get(), conv.x, conv.filter, conv.y,
+    if (const int status = cuda_kernels::conv_run(conv.plan.get(), dnn_.get(), conv.x, conv.filter, conv.y,
                                                   dnn_workspace_.data(), kDnnWorkspace, stream_.handle())) {
       keep(dnn_error(status, cat("running the ", conv.where)));
     }
@@ -330,10 +317,10 @@ class CudaContext {
   Result<Graph> end_capture() {
 #if TEENY_HAS_CUDA
     Graph graph;
-    if (const int code = cuda_kernels::stream_end_capture(stream_.handle(), graph.graph_)) {
+    if (const int code = cuda_kernels::stream_end_capture(stream_.handle(), graph.graph_.slot())) {
       return cuda_error(code, "ending a CUDA graph capture");
     }
-    if (const int code = cuda_kernels::graph_instantiate(graph.executable_, graph.graph_)) {
+    if (const int code = cuda_kernels::graph_instantiate(graph.executable_.slot(), graph.graph_.get())) {
       return cuda_error(code, "instantiating a captured CUDA graph");
     }
     return graph;
@@ -343,7 +330,7 @@ class CudaContext {
   }
   Result<void> replay(Graph& graph) {
 #if TEENY_HAS_CUDA
-    if (const int code = cuda_kernels::graph_launch(graph.executable_, stream_.handle())) {
+    if (const int code = cuda_kernels::graph_launch(graph.executable_.get(), stream_.handle())) {
       return cuda_error(code, "replaying a CUDA graph");
     }
     return ok();

@@ -1,5 +1,5 @@
 // teeny.cuda:device — CUDA devices, device memory, streams and events, with CUDA's errors as
-// teeny errors.
+// teeny errors; Owned, the owner of each CUDA object teeny makes.
 //
 //   auto n = teeny::cuda::device_count();            // 0 (not an error) on a machine without a GPU
 //   auto buffer = teeny::cuda::DeviceBuffer::allocate(bytes);
@@ -89,6 +89,49 @@ inline Result<DeviceInfo> device_info(int index) {
 #endif
 }
 
+/// An object of the CUDA runtime or of a CUDA library (a stream, an event, a graph, a handle, a
+/// plan) owned by one value: moved, never copied, and given to `release` when that value goes.
+/// Where the object is made, the call that makes it writes slot().
+template <void (*release)(void*) noexcept>
+class Owned {
+ public:
+  Owned() = default;
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  Owned(Owned&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
+  Owned& operator=(Owned&& other) noexcept {
+    if (this != &other) {
+      reset();
+      object_ = std::exchange(other.object_, nullptr);
+    }
+    return *this;
+  }
+  ~Owned() { reset(); }
+
+  void* get() const { return object_; }
+  /// Where a create, plan or capture call writes the object it makes (one held now is released).
+  void*& slot() {
+    reset();
+    return object_;
+  }
+
+ private:
+  void reset() noexcept {
+    if (object_ != nullptr) release(object_);
+    object_ = nullptr;
+  }
+  void* object_ = nullptr;
+};
+
+// How Owned releases each kind of object (a build without CUDA never makes one).
+#if TEENY_HAS_CUDA
+inline void destroy_stream(void* stream) noexcept { (void)cuda_kernels::stream_destroy(stream); }
+inline void destroy_event(void* event) noexcept { (void)cuda_kernels::event_destroy(event); }
+#else
+inline void destroy_stream(void* /*stream*/) noexcept {}
+inline void destroy_event(void* /*event*/) noexcept {}
+#endif
+
 /// Device memory owned by one object (cudaMalloc at creation, cudaFree at destruction).
 class DeviceBuffer {
  public:
@@ -173,23 +216,12 @@ class DeviceBuffer {
 /// streams' (it does not wait on the default stream).
 class Stream {
  public:
-  Stream() = default;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  Stream(Stream&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-  Stream& operator=(Stream&& other) noexcept {
-    if (this != &other) {
-      release();
-      handle_ = std::exchange(other.handle_, nullptr);
-    }
-    return *this;
-  }
-  ~Stream() { release(); }
-
   static Result<Stream> create() {
 #if TEENY_HAS_CUDA
     Stream stream;
-    if (const int code = cuda_kernels::stream_create(stream.handle_)) return cuda_error(code, "creating a CUDA stream");
+    if (const int code = cuda_kernels::stream_create(stream.handle_.slot())) {
+      return cuda_error(code, "creating a CUDA stream");
+    }
     return stream;
 #else
     return not_compiled_in("creating a CUDA stream");
@@ -197,12 +229,12 @@ class Stream {
   }
 
   /// What `launch` takes (nullptr for a default-constructed Stream: the default stream).
-  void* handle() const { return handle_; }
+  void* handle() const { return handle_.get(); }
 
   /// Waits for the work queued on this stream; a kernel's asynchronous failure surfaces here.
   Result<void> synchronize() const {
 #if TEENY_HAS_CUDA
-    if (const int code = cuda_kernels::stream_synchronize(handle_))
+    if (const int code = cuda_kernels::stream_synchronize(handle_.get()))
       return cuda_error(code, "waiting for a CUDA stream");
     return ok();
 #else
@@ -211,36 +243,19 @@ class Stream {
   }
 
  private:
-  void release() {
-#if TEENY_HAS_CUDA
-    if (handle_ != nullptr) (void)cuda_kernels::stream_destroy(handle_);
-#endif
-    handle_ = nullptr;
-  }
-  void* handle_ = nullptr;
+  Owned<destroy_stream> handle_;
 };
 
 /// A CUDA event owned by one object: recorded on a stream, it marks a point in that stream's
 /// work; two of them time the work between.
 class Event {
  public:
-  Event() = default;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  Event(Event&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-  Event& operator=(Event&& other) noexcept {
-    if (this != &other) {
-      release();
-      handle_ = std::exchange(other.handle_, nullptr);
-    }
-    return *this;
-  }
-  ~Event() { release(); }
-
   static Result<Event> create() {
 #if TEENY_HAS_CUDA
     Event event;
-    if (const int code = cuda_kernels::event_create(event.handle_)) return cuda_error(code, "creating a CUDA event");
+    if (const int code = cuda_kernels::event_create(event.handle_.slot())) {
+      return cuda_error(code, "creating a CUDA event");
+    }
     return event;
 #else
     return not_compiled_in("creating a CUDA event");
@@ -250,7 +265,7 @@ class Event {
   /// Marks the current end of `stream`'s queued work.
   Result<void> record(const Stream& stream) {
 #if TEENY_HAS_CUDA
-    if (const int code = cuda_kernels::event_record(handle_, stream.handle())) {
+    if (const int code = cuda_kernels::event_record(handle_.get(), stream.handle())) {
       return cuda_error(code, "recording a CUDA event");
     }
     return ok();
@@ -263,10 +278,10 @@ class Event {
   /// Milliseconds of GPU time from `start` to `end`, once `end` has been reached.
   static Result<float> elapsed_ms(const Event& start, const Event& end) {
 #if TEENY_HAS_CUDA
-    if (const int code = cuda_kernels::event_synchronize(end.handle_))
+    if (const int code = cuda_kernels::event_synchronize(end.handle_.get()))
       return cuda_error(code, "waiting for a CUDA event");
     float ms = 0;
-    if (const int code = cuda_kernels::event_elapsed_ms(ms, start.handle_, end.handle_)) {
+    if (const int code = cuda_kernels::event_elapsed_ms(ms, start.handle_.get(), end.handle_.get())) {
       return cuda_error(code, "timing two CUDA events");
     }
     return ms;
@@ -278,13 +293,7 @@ class Event {
   }
 
  private:
-  void release() {
-#if TEENY_HAS_CUDA
-    if (handle_ != nullptr) (void)cuda_kernels::event_destroy(handle_);
-#endif
-    handle_ = nullptr;
-  }
-  void* handle_ = nullptr;
+  Owned<destroy_event> handle_;
 };
 
 /// Waits for all work on the device; a kernel's asynchronous failure surfaces here.

@@ -49,92 +49,53 @@ inline Result<void> load_dnn() {
 #endif
 }
 
+#if TEENY_HAS_CUDA
+inline void destroy_dnn_handle(void* handle) noexcept { cuda_kernels::dnn_destroy(handle); }
+inline void destroy_conv_plan(void* plan) noexcept { cuda_kernels::conv_destroy(plan); }
+#else
+inline void destroy_dnn_handle(void* /*handle*/) noexcept {}
+inline void destroy_conv_plan(void* /*plan*/) noexcept {}
+#endif
+
 /// A cuDNN handle, owned.
 class DnnHandle {
  public:
-  DnnHandle() = default;
-  DnnHandle(const DnnHandle&) = delete;
-  DnnHandle& operator=(const DnnHandle&) = delete;
-  DnnHandle(DnnHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-  DnnHandle& operator=(DnnHandle&& other) noexcept {
-    if (this != &other) {
-      release();
-      handle_ = std::exchange(other.handle_, nullptr);
-    }
-    return *this;
-  }
-  ~DnnHandle() { release(); }
-
   /// A handle on the current device, cuDNN loaded first.
   static Result<DnnHandle> create() {
     if (auto loaded = load_dnn(); !loaded) return std::move(loaded).error();
 #if TEENY_HAS_CUDA
     DnnHandle h;
-    if (const int status = cuda_kernels::dnn_create(h.handle_)) return dnn_error(status, "creating a cuDNN handle");
+    if (const int status = cuda_kernels::dnn_create(h.handle_.slot())) {
+      return dnn_error(status, "creating a cuDNN handle");
+    }
     return h;
 #else
     return not_compiled_in("creating a cuDNN handle");
 #endif
   }
-  void* get() const { return handle_; }
+  void* get() const { return handle_.get(); }
 
  private:
-  void release() {
-#if TEENY_HAS_CUDA
-    if (handle_ != nullptr) cuda_kernels::dnn_destroy(handle_);
-#endif
-    handle_ = nullptr;
-  }
-  void* handle_ = nullptr;
+  Owned<destroy_dnn_handle> handle_;
 };
 
 /// One cuDNN convolution of a launch, planned at load (descriptors, algorithm) with the device
 /// pointers it reads and writes: run() only queues it.
 struct ConvLaunch {
-  ConvLaunch() = default;
-  ConvLaunch(const ConvLaunch&) = delete;
-  ConvLaunch& operator=(const ConvLaunch&) = delete;
-  ConvLaunch(ConvLaunch&& other) noexcept
-      : plan(std::exchange(other.plan, nullptr)),
-        x(other.x),
-        filter(other.filter),
-        y(other.y),
-        where(std::move(other.where)) {}
-  ConvLaunch& operator=(ConvLaunch&& other) noexcept {
-    if (this != &other) {
-      release();
-      plan = std::exchange(other.plan, nullptr);
-      x = other.x;
-      filter = other.filter;
-      y = other.y;
-      where = std::move(other.where);
-    }
-    return *this;
-  }
-  ~ConvLaunch() { release(); }
-
   /// cuDNN's name of the algorithm the plan runs.
   std::string_view algorithm() const {
 #if TEENY_HAS_CUDA
-    return cuda_kernels::conv_algorithm_name(plan);
+    return cuda_kernels::conv_algorithm_name(plan.get());
 #else
     return "none";
 #endif
   }
 
-  void* plan = nullptr;
+  Owned<destroy_conv_plan> plan;
   const void* x = nullptr;
   const void* filter = nullptr;
   void* y = nullptr;
   std::string where;  // "cuDNN convolution of node 'layer1.0.conv1' (op conv, dtype f16, ...)"
-
- private:
-  void release() {
-#if TEENY_HAS_CUDA
-    if (plan != nullptr) cuda_kernels::conv_destroy(plan);
-#endif
-    plan = nullptr;
-  }
 };
 
 /// A convolution and the device memory it reads and writes: what conv_dnn makes of a launch that
@@ -209,7 +170,7 @@ Result<ConvLaunch> plan_conv(const Op& op, const ConvOperands& c, void* handle, 
                      ", x [", d.n, ", ", d.c, ", ", d.h, ", ", d.w, "], filter [", d.o, ", ", d.c / d.groups, ", ",
                      d.kernel_h, ", ", d.kernel_w, "], groups ", d.groups, ")");
 #if TEENY_HAS_CUDA
-  if (const int status = cuda_kernels::conv_plan(launch.plan, handle, d, workspace_bytes)) {
+  if (const int status = cuda_kernels::conv_plan(launch.plan.slot(), handle, d, workspace_bytes)) {
     return dnn_error(status, cat("planning the ", launch.where));
   }
   launch.x = c.x;
