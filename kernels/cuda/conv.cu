@@ -258,13 +258,12 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_CONV_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable conv_kernels() noexcept {
-#define TEENY_CONV_ENTRY(T, suffix)                                                               \
-  {"teeny_conv_" #suffix, reinterpret_cast<const void*>(&teeny_conv_##suffix)},                   \
-      {"teeny_conv_finish_" #suffix, reinterpret_cast<const void*>(&teeny_conv_finish_##suffix)}, \
-      {"teeny_conv_backward_" #suffix, reinterpret_cast<const void*>(&teeny_conv_backward_##suffix)},
+#define TEENY_CONV_ENTRY(T, suffix)                                                        \
+  TEENY_KERNEL_ENTRY(teeny_conv_##suffix), TEENY_KERNEL_ENTRY(teeny_conv_finish_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_conv_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_CONV_ENTRY)};
 #undef TEENY_CONV_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

@@ -244,16 +244,13 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_ELEMENTWISE_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable elementwise_kernels() noexcept {
-#define TEENY_ELEMENTWISE_ENTRY(T, suffix)                                                                \
-  {"teeny_unary_" #suffix, reinterpret_cast<const void*>(&teeny_unary_##suffix)},                         \
-      {"teeny_binary_" #suffix, reinterpret_cast<const void*>(&teeny_binary_##suffix)},                   \
-      {"teeny_dropout_" #suffix, reinterpret_cast<const void*>(&teeny_dropout_##suffix)},                 \
-      {"teeny_unary_backward_" #suffix, reinterpret_cast<const void*>(&teeny_unary_backward_##suffix)},   \
-      {"teeny_binary_backward_" #suffix, reinterpret_cast<const void*>(&teeny_binary_backward_##suffix)}, \
-      {"teeny_dropout_backward_" #suffix, reinterpret_cast<const void*>(&teeny_dropout_backward_##suffix)},
+#define TEENY_ELEMENTWISE_ENTRY(T, suffix)                                                           \
+  TEENY_KERNEL_ENTRY(teeny_unary_##suffix), TEENY_KERNEL_ENTRY(teeny_binary_##suffix),               \
+      TEENY_KERNEL_ENTRY(teeny_dropout_##suffix), TEENY_KERNEL_ENTRY(teeny_unary_backward_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_binary_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_dropout_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_ELEMENTWISE_ENTRY)};
 #undef TEENY_ELEMENTWISE_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

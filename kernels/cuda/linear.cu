@@ -298,14 +298,12 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_LINEAR_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable linear_kernels() noexcept {
-#define TEENY_LINEAR_ENTRY(T, suffix)                                                                     \
-  {"teeny_linear_" #suffix, reinterpret_cast<const void*>(&teeny_linear_##suffix)},                       \
-      {"teeny_matmul_" #suffix, reinterpret_cast<const void*>(&teeny_matmul_##suffix)},                   \
-      {"teeny_linear_backward_" #suffix, reinterpret_cast<const void*>(&teeny_linear_backward_##suffix)}, \
-      {"teeny_matmul_backward_" #suffix, reinterpret_cast<const void*>(&teeny_matmul_backward_##suffix)},
+#define TEENY_LINEAR_ENTRY(T, suffix)                                                   \
+  TEENY_KERNEL_ENTRY(teeny_linear_##suffix), TEENY_KERNEL_ENTRY(teeny_matmul_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_linear_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_matmul_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_LINEAR_ENTRY)};
 #undef TEENY_LINEAR_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

@@ -99,12 +99,11 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_LOSS_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable loss_kernels() noexcept {
-#define TEENY_LOSS_ENTRY(T, suffix)                                                               \
-  {"teeny_cross_entropy_" #suffix, reinterpret_cast<const void*>(&teeny_cross_entropy_##suffix)}, \
-      {"teeny_squared_error_" #suffix, reinterpret_cast<const void*>(&teeny_squared_error_##suffix)},
+#define TEENY_LOSS_ENTRY(T, suffix) \
+  TEENY_KERNEL_ENTRY(teeny_cross_entropy_##suffix), TEENY_KERNEL_ENTRY(teeny_squared_error_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_LOSS_ENTRY)};
 #undef TEENY_LOSS_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

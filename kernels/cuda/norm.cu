@@ -524,18 +524,14 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_NORM_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable norm_kernels() noexcept {
-#define TEENY_NORM_ENTRY(T, suffix)                                                                               \
-  {"teeny_batch_norm_" #suffix, reinterpret_cast<const void*>(&teeny_batch_norm_##suffix)},                       \
-      {"teeny_layer_norm_" #suffix, reinterpret_cast<const void*>(&teeny_layer_norm_##suffix)},                   \
-      {"teeny_rms_norm_" #suffix, reinterpret_cast<const void*>(&teeny_rms_norm_##suffix)},                       \
-      {"teeny_group_norm_" #suffix, reinterpret_cast<const void*>(&teeny_group_norm_##suffix)},                   \
-      {"teeny_batch_norm_backward_" #suffix, reinterpret_cast<const void*>(&teeny_batch_norm_backward_##suffix)}, \
-      {"teeny_layer_norm_backward_" #suffix, reinterpret_cast<const void*>(&teeny_layer_norm_backward_##suffix)}, \
-      {"teeny_rms_norm_backward_" #suffix, reinterpret_cast<const void*>(&teeny_rms_norm_backward_##suffix)},     \
-      {"teeny_group_norm_backward_" #suffix, reinterpret_cast<const void*>(&teeny_group_norm_backward_##suffix)},
+#define TEENY_NORM_ENTRY(T, suffix)                                                                                   \
+  TEENY_KERNEL_ENTRY(teeny_batch_norm_##suffix), TEENY_KERNEL_ENTRY(teeny_layer_norm_##suffix),                       \
+      TEENY_KERNEL_ENTRY(teeny_rms_norm_##suffix), TEENY_KERNEL_ENTRY(teeny_group_norm_##suffix),                     \
+      TEENY_KERNEL_ENTRY(teeny_batch_norm_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_layer_norm_backward_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_rms_norm_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_group_norm_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_NORM_ENTRY)};
 #undef TEENY_NORM_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

@@ -100,13 +100,12 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_OPTIMIZER_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable optimizer_kernels() noexcept {
-#define TEENY_OPTIMIZER_ENTRY(T, suffix)                                          \
-  {"teeny_adam_" #suffix, reinterpret_cast<const void*>(&teeny_adam_##suffix)},   \
-      {"teeny_sgd_" #suffix, reinterpret_cast<const void*>(&teeny_sgd_##suffix)}, \
-      {"teeny_non_finite_" #suffix, reinterpret_cast<const void*>(&teeny_non_finite_##suffix)},
+#define TEENY_OPTIMIZER_ENTRY(T, suffix)                                           \
+  TEENY_KERNEL_ENTRY(teeny_adam_##suffix), TEENY_KERNEL_ENTRY(teeny_sgd_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_non_finite_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_OPTIMIZER_ENTRY)};
 #undef TEENY_OPTIMIZER_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

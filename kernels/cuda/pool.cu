@@ -291,17 +291,14 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_POOL_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable pool_kernels() noexcept {
-#define TEENY_POOL_ENTRY(T, suffix)                                                                               \
-  {"teeny_max_pool2d_" #suffix, reinterpret_cast<const void*>(&teeny_max_pool2d_##suffix)},                       \
-      {"teeny_avg_pool2d_" #suffix, reinterpret_cast<const void*>(&teeny_avg_pool2d_##suffix)},                   \
-      {"teeny_adaptive_avg_pool2d_" #suffix, reinterpret_cast<const void*>(&teeny_adaptive_avg_pool2d_##suffix)}, \
-      {"teeny_max_pool2d_backward_" #suffix, reinterpret_cast<const void*>(&teeny_max_pool2d_backward_##suffix)}, \
-      {"teeny_avg_pool2d_backward_" #suffix, reinterpret_cast<const void*>(&teeny_avg_pool2d_backward_##suffix)}, \
-      {"teeny_adaptive_avg_pool2d_backward_" #suffix,                                                             \
-       reinterpret_cast<const void*>(&teeny_adaptive_avg_pool2d_backward_##suffix)},
+#define TEENY_POOL_ENTRY(T, suffix)                                                                                   \
+  TEENY_KERNEL_ENTRY(teeny_max_pool2d_##suffix), TEENY_KERNEL_ENTRY(teeny_avg_pool2d_##suffix),                       \
+      TEENY_KERNEL_ENTRY(teeny_adaptive_avg_pool2d_##suffix), TEENY_KERNEL_ENTRY(teeny_max_pool2d_backward_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_avg_pool2d_backward_##suffix),                                                         \
+      TEENY_KERNEL_ENTRY(teeny_adaptive_avg_pool2d_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_POOL_ENTRY)};
 #undef TEENY_POOL_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

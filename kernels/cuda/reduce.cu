@@ -219,14 +219,12 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable reduce_kernels() noexcept {
-#define TEENY_REDUCE_ENTRY(T, suffix)                                                                       \
-  {"teeny_softmax_" #suffix, reinterpret_cast<const void*>(&teeny_softmax_##suffix)},                       \
-      {"teeny_reduce_" #suffix, reinterpret_cast<const void*>(&teeny_reduce_##suffix)},                     \
-      {"teeny_softmax_backward_" #suffix, reinterpret_cast<const void*>(&teeny_softmax_backward_##suffix)}, \
-      {"teeny_reduce_backward_" #suffix, reinterpret_cast<const void*>(&teeny_reduce_backward_##suffix)},
+#define TEENY_REDUCE_ENTRY(T, suffix)                                                    \
+  TEENY_KERNEL_ENTRY(teeny_softmax_##suffix), TEENY_KERNEL_ENTRY(teeny_reduce_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_softmax_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_reduce_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRY)};
 #undef TEENY_REDUCE_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

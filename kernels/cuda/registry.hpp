@@ -15,6 +15,21 @@ struct KernelTable {
   std::size_t count;
 };
 
+// A family's table of all its entries.
+template <std::size_t N>
+constexpr KernelTable table_of(const KernelEntry (&entries)[N]) noexcept {
+  return {entries, N};
+}
+
+}  // namespace teeny::cuda_kernels
+
+// The entry of the __global__ function `symbol`: its name as find_kernel is asked for it, and its
+// handle, written once so that the two cannot differ.
+#define TEENY_KERNEL_ENTRY(symbol) \
+  ::teeny::cuda_kernels::KernelEntry { #symbol, reinterpret_cast<const void*>(&(symbol)) }
+
+namespace teeny::cuda_kernels {
+
 KernelTable elementwise_kernels() noexcept;
 KernelTable shape_kernels() noexcept;
 KernelTable pool_kernels() noexcept;

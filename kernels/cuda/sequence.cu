@@ -449,14 +449,12 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_SEQUENCE_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable sequence_kernels() noexcept {
-#define TEENY_SEQUENCE_ENTRY(T, suffix)                                                                         \
-  {"teeny_embedding_" #suffix, reinterpret_cast<const void*>(&teeny_embedding_##suffix)},                       \
-      {"teeny_attention_" #suffix, reinterpret_cast<const void*>(&teeny_attention_##suffix)},                   \
-      {"teeny_embedding_backward_" #suffix, reinterpret_cast<const void*>(&teeny_embedding_backward_##suffix)}, \
-      {"teeny_attention_backward_" #suffix, reinterpret_cast<const void*>(&teeny_attention_backward_##suffix)},
+#define TEENY_SEQUENCE_ENTRY(T, suffix)                                                       \
+  TEENY_KERNEL_ENTRY(teeny_embedding_##suffix), TEENY_KERNEL_ENTRY(teeny_attention_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_embedding_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_attention_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_SEQUENCE_ENTRY)};
 #undef TEENY_SEQUENCE_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels

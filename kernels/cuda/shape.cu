@@ -361,21 +361,15 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_SHAPE_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable shape_kernels() noexcept {
-#define TEENY_SHAPE_ENTRY(T, suffix)                                                                        \
-  {"teeny_copy_" #suffix, reinterpret_cast<const void*>(&teeny_copy_##suffix)},                             \
-      {"teeny_strided_copy_" #suffix, reinterpret_cast<const void*>(&teeny_strided_copy_##suffix)},         \
-      {"teeny_pad_" #suffix, reinterpret_cast<const void*>(&teeny_pad_##suffix)},                           \
-      {"teeny_upsample_nearest_" #suffix, reinterpret_cast<const void*>(&teeny_upsample_nearest_##suffix)}, \
-      {"teeny_cast_" #suffix, reinterpret_cast<const void*>(&teeny_cast_##suffix)},                         \
-      {"teeny_copy_backward_" #suffix, reinterpret_cast<const void*>(&teeny_copy_backward_##suffix)},       \
-      {"teeny_strided_add_" #suffix, reinterpret_cast<const void*>(&teeny_strided_add_##suffix)},           \
-      {"teeny_pad_backward_" #suffix, reinterpret_cast<const void*>(&teeny_pad_backward_##suffix)},         \
-      {"teeny_upsample_nearest_backward_" #suffix,                                                          \
-       reinterpret_cast<const void*>(&teeny_upsample_nearest_backward_##suffix)},                           \
-      {"teeny_cast_backward_" #suffix, reinterpret_cast<const void*>(&teeny_cast_backward_##suffix)},
+#define TEENY_SHAPE_ENTRY(T, suffix)                                                                   \
+  TEENY_KERNEL_ENTRY(teeny_copy_##suffix), TEENY_KERNEL_ENTRY(teeny_strided_copy_##suffix),            \
+      TEENY_KERNEL_ENTRY(teeny_pad_##suffix), TEENY_KERNEL_ENTRY(teeny_upsample_nearest_##suffix),     \
+      TEENY_KERNEL_ENTRY(teeny_cast_##suffix), TEENY_KERNEL_ENTRY(teeny_copy_backward_##suffix),       \
+      TEENY_KERNEL_ENTRY(teeny_strided_add_##suffix), TEENY_KERNEL_ENTRY(teeny_pad_backward_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_upsample_nearest_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_cast_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_SHAPE_ENTRY)};
 #undef TEENY_SHAPE_ENTRY
-  return {entries, sizeof entries / sizeof entries[0]};
+  return table_of(entries);
 }
 
 }  // namespace teeny::cuda_kernels
