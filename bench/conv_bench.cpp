@@ -141,7 +141,8 @@ int main(int argc, char** argv) {
                                          {"im2col", teeny::ConvAlgorithm::im2col},
                                          {"transposed", teeny::ConvAlgorithm::transposed},
                                          {"winograd", teeny::ConvAlgorithm::winograd},
-                                         {"winograd_2x2", teeny::ConvAlgorithm::winograd_2x2}});
+                                         {"winograd_2x2", teeny::ConvAlgorithm::winograd_2x2},
+                                         {"pixel_rows", teeny::ConvAlgorithm::pixel_rows}});
   }
   for (const ConvShape& s : shapes) {
     for (std::size_t threads : {1, 2}) {

@@ -28,13 +28,16 @@ concept CpuReal = std::same_as<T, float> || std::same_as<T, double>;
 /// Winograd. 1x1 stride-1 unpadded and depthwise convolutions have paths of their own and ignore
 /// it; f64 convolutions always take the im2col matrix.
 enum class ConvAlgorithm : std::uint8_t {
-  automatic,     // per layer, whichever of the five below is estimated cheapest for its shape
+  automatic,     // per layer, whichever of the six below is estimated cheapest for its shape
   implicit,      // windows of the zero-padded input read in place: no im2col matrix
   im2col,        // the im2col matrix written out
   transposed,    // im2col, with output pixels as the GEMM's rows (few pixels, many channels)
   winograd,      // Winograd F(4x4, 3x3) where it fits (3x3, stride 1, no dilation); elsewhere automatic
   winograd_2x2,  // Winograd F(2x2, 3x3) where it fits, as above: 2.25x fewer multiply-adds, not 4x,
                  // but transformed filters 1.8x the weights' size, not 4x
+  pixel_rows,    // implicit, with output pixels as the register tile's rows and the output channels
+                 // as its columns, where it fits (at most 16 output channels, AVX-512, no activation
+                 // but ReLU applied with it); elsewhere implicit
 };
 
 struct CpuOptions {

@@ -6,7 +6,9 @@
 //  - gemm.cppm: one GEMM per image and group on packed weights, its im2col operand read from the
 //    input (1x1), from zero-padded planes in place (implicit: by stride phase, or one per kernel
 //    column where that saves more GEMM columns than the copies cost), written out (im2col), or
-//    with pixels as rows (transposed); f64 always takes the input or the im2col matrix (dgemm);
+//    with pixels as rows (transposed); for at most 16 output channels the implicit product may
+//    run as cpu::pixel_rows instead, a run of an output row's pixels against the channels, each
+//    row made Wo wide; f64 always takes the input or the im2col matrix (dgemm);
 //  - winograd.cppm: 3x3 stride-1 convolutions as Winograd F(4x4, 3x3) or F(2x2, 3x3), 36 or 16
 //    GEMMs on transformed tiles (f32; not in embedded builds);
 //  - direct.cppm: depthwise convolutions (one input channel per group), run directly;
@@ -185,12 +187,19 @@ Result<ConvStateOf<T>> prepare_unpooled(const ConvArgs<T>& args, CpuContext& cpu
     if (pointwise(win)) {
       state.method = ConvMethod::input;
     } else {
-      if (!plan_phases(g, win, planes_by_column(g, win, state.threads), state, cpu.memory())) {
+      // cpu::pixel_rows applies a bias and ReLU itself; the residual and other activations are
+      // applied after it as after the GEMM.
+      cpu::Activation activation{};
+      const bool fused = args.residual.data == nullptr && gemm_activation(args.epilogue, activation);
+      const bool pixels = g.og <= 16 && cpu::has_pixel_rows() &&
+                          (!fused || activation == cpu::Activation::none || activation == cpu::Activation::relu);
+      if (!plan_phases(g, win, planes_by_column(g, win, state.threads, pixels), state, cpu.memory())) {
         return fail(Errc::out_of_memory, "cannot allocate the tables of ", g.k, " convolution windows");
       }
-      const MethodChoice choice = choose_method(g, win, state.phases, cpu.options().conv, state.threads);
+      const MethodChoice choice = choose_method(g, win, state.phases, cpu.options().conv, state.threads, pixels);
       state.method = choice.method;
       state.winograd.plane.m = choice.winograd_tile;
+      state.pixel_rows = choice.pixel_rows;
       if (state.method != ConvMethod::implicit) {
         state.row_offsets = {};
         state.phases = {};
@@ -291,6 +300,10 @@ Result<void> refresh_kernel(const conv_op<T>&, const ConvArgs<T>& args, ConvStat
       if (!pack_winograd_filters(g, args.weight.data, state.winograd.filters.data(), state, cpu.memory())) {
         return fail(Errc::internal, "the transformed filters were lost before they could be refreshed");
       }
+      return ok();
+    }
+    if (state.pixel_rows) {
+      fill_pixel_weights(g, args.weight.data, state.pixel_weights.data());
       return ok();
     }
     const bool transposed = state.method == ConvMethod::transposed;

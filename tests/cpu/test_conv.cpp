@@ -57,6 +57,9 @@ const ConvCase cases[] = {
     // tiles by output channels.
     {"3x3 pad 1, batch 1, 64 tiles", 1, 4, 30, 30, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
     {"3x3 pad 1, batch 1, 4 tiles, 48 outputs", 1, 64, 6, 6, 48, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},
+    // Pixel rows (at most 16 output channels): LeNet's conv2, and rows of more than 16 pixels.
+    {"5x5 unpadded, 16 outputs (LeNet's conv2)", 3, 8, 14, 14, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true, true},
+    {"3x3 pad 1, 13 outputs, 37-pixel rows", 2, 3, 5, 37, 13, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false, false},
 };
 
 // Deterministic values in [-1, 1).
@@ -145,7 +148,7 @@ TEST_CASE("every convolution algorithm, instruction set and thread count matches
       teeny::cpu::set_isa(isa);
       for (const ConvAlgorithm algorithm :
            {ConvAlgorithm::automatic, ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::transposed,
-            ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2}) {
+            ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2, ConvAlgorithm::pixel_rows}) {
         CAPTURE(static_cast<int>(algorithm));
         // Two threads twice: these convolutions are too small to be spread by default
         // (CpuOptions::conv_macs_per_thread), and spread over both threads with 0.
@@ -207,6 +210,17 @@ std::vector<float> run_conv(const teeny::Graph& graph, const teeny::CpuOptions& 
   REQUIRE(got);
   return {got->data, got->data + got->numel()};
 }
+
+// How many of `got`'s outputs are further from `expected` than 1e-5 of their `scale` (the sum of
+// |terms| of a direct convolution) plus 1e-6.
+std::int64_t outside_tolerance(const float* got, const std::vector<double>& expected,
+                               const std::vector<double>& scale) {
+  std::int64_t bad = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (!(std::abs(got[i] - expected[i]) <= 1e-5 * scale[i] + 1e-6)) ++bad;
+  }
+  return bad;
+}
 }  // namespace
 
 // Wide layers whose transformed filters outgrow the cache run all their tiles in one block, so that
@@ -267,8 +281,8 @@ TEST_CASE("a NaN input gives NaN outputs through a convolution and its ReLU, wha
   builder.output("y", builder.relu(builder.conv2d(in, o, {3, 3}, {.padding = {1, 1}, .bias = false}).named("conv")));
   auto graph = std::move(builder).build();
   REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
-  for (const ConvAlgorithm algorithm :
-       {ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2}) {
+  for (const ConvAlgorithm algorithm : {ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::winograd,
+                                        ConvAlgorithm::winograd_2x2, ConvAlgorithm::pixel_rows}) {
     CAPTURE(static_cast<int>(algorithm));
     const std::vector<float> got =
         run_conv(*graph, {.threads = 1, .conv = algorithm}, weight, {o, c, 3, 3}, x, {1, c, h, w});
@@ -283,4 +297,95 @@ TEST_CASE("a NaN input gives NaN outputs through a convolution and its ReLU, wha
     }
     CHECK(not_nan == 0);
   }
+}
+
+// A convolution whose output is max-pooled (2x2, stride 2) in its own kernel, as LeNet's are, with
+// the product run by pixel rows, by the implicit GEMM and by im2col: each against the pooled direct
+// convolution in double. Batch 3 pools each image from scratch; batch 1 on two threads (every
+// thread a band of rows) pools band by band.
+TEST_CASE("a convolution by pixel rows with a folded max pool matches a direct convolution pooled") {
+  const test_support::IsaGuard restore_isa;
+  for (const std::int64_t n : {3, 1}) {
+    CAPTURE(n);
+    const ConvCase cc{"LeNet's conv2", n, 8, 14, 14, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true, true};
+    const std::vector<float> x = noise(static_cast<std::size_t>(cc.n * cc.c * cc.h * cc.w), 21);
+    const std::vector<float> w = noise(static_cast<std::size_t>(cc.o * cc.c * 25), 22);
+    const std::vector<float> b = noise(static_cast<std::size_t>(cc.o), 23);
+    std::vector<double> conv, magnitude;
+    reference(cc, x, w, b, conv, magnitude);
+    // 10 x 10 -> 5 x 5, each the max of its window (ReLU came first), with the largest magnitude
+    // of the four for the tolerance.
+    std::vector<double> expected, scale;
+    for (std::int64_t plane = 0; plane < cc.n * cc.o; ++plane) {
+      for (std::int64_t r = 0; r < 5; ++r) {
+        for (std::int64_t c = 0; c < 5; ++c) {
+          double best = -1e300, mag = 0;
+          for (std::int64_t i = 0; i < 2; ++i) {
+            for (std::int64_t j = 0; j < 2; ++j) {
+              const auto at = static_cast<std::size_t>(plane * 100 + (2 * r + i) * 10 + 2 * c + j);
+              best = std::max(best, conv[at]);
+              mag = std::max(mag, magnitude[at]);
+            }
+          }
+          expected.push_back(best);
+          scale.push_back(mag);
+        }
+      }
+    }
+    teeny::GraphBuilder builder;
+    auto in = builder.input("x", teeny::DType::f32, {cc.n, cc.c, cc.h, cc.w});
+    auto y = builder.relu(builder.conv2d(in, cc.o, {5, 5}).named("conv"));
+    builder.output("y", builder.max_pool2d(y, {2, 2}));
+    auto graph = std::move(builder).build();
+    REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+    const teeny::TensorRef params[] = {teeny::TensorRef::of<float>("conv.weight", w, {cc.o, cc.c, 5, 5}),
+                                       teeny::TensorRef::of<float>("conv.bias", b, {cc.o})};
+    for (const Isa isa : test_support::available_isas()) {
+      CAPTURE(teeny::cpu::isa_name(isa));
+      teeny::cpu::set_isa(isa);
+      for (const ConvAlgorithm algorithm :
+           {ConvAlgorithm::pixel_rows, ConvAlgorithm::implicit, ConvAlgorithm::im2col}) {
+        CAPTURE(static_cast<int>(algorithm));
+        auto model = teeny::load_cpu(*graph, {}, {.threads = 2, .conv = algorithm, .conv_macs_per_thread = 0});
+        REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+        REQUIRE(model->load_weights(params));
+        const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, {cc.n, cc.c, cc.h, cc.w})};
+        REQUIRE(model->forward(inputs));
+        auto got = model->output<float>("y");
+        REQUIRE(got);
+        REQUIRE(got->numel() == std::ssize(expected));
+        CHECK(outside_tolerance(got->data, expected, scale) == 0);
+      }
+    }
+  }
+}
+
+// A model planned with pixel rows (AVX-512) still runs right when the instruction set is lowered
+// after it was loaded: the product then runs as plain loops.
+TEST_CASE("a convolution planned with pixel rows runs right after the instruction set changes") {
+  const test_support::IsaGuard restore_isa;
+  if (teeny::cpu::set_isa(Isa::avx512) != Isa::avx512) return;  // nothing planned with pixel rows here
+  const ConvCase cc{"16 outputs", 2, 3, 7, 9, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true};
+  const std::vector<float> x = noise(static_cast<std::size_t>(cc.n * cc.c * cc.h * cc.w), 31);
+  const std::vector<float> w = noise(static_cast<std::size_t>(cc.o * cc.c * 9), 32);
+  const std::vector<float> b = noise(static_cast<std::size_t>(cc.o), 33);
+  std::vector<double> expected, magnitude;
+  reference(cc, x, w, b, expected, magnitude);
+  teeny::GraphBuilder builder;
+  auto in = builder.input("x", teeny::DType::f32, {cc.n, cc.c, cc.h, cc.w});
+  builder.output("y", builder.relu(builder.conv2d(in, cc.o, {3, 3}, {.padding = {1, 1}}).named("conv")));
+  auto graph = std::move(builder).build();
+  REQUIRE_MESSAGE(graph, (graph ? "" : graph.error().to_string()));
+  auto model = teeny::load_cpu(*graph, {}, {.conv = ConvAlgorithm::pixel_rows});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  const teeny::TensorRef params[] = {teeny::TensorRef::of<float>("conv.weight", w, {cc.o, cc.c, 3, 3}),
+                                     teeny::TensorRef::of<float>("conv.bias", b, {cc.o})};
+  REQUIRE(model->load_weights(params));
+  teeny::cpu::set_isa(Isa::portable);
+  const teeny::TensorRef inputs[] = {teeny::TensorRef::of<float>("x", x, {cc.n, cc.c, cc.h, cc.w})};
+  REQUIRE(model->forward(inputs));
+  auto got = model->output<float>("y");
+  REQUIRE(got);
+  REQUIRE(got->numel() == std::ssize(expected));
+  CHECK(outside_tolerance(got->data, expected, magnitude) == 0);
 }

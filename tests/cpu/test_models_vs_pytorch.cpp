@@ -134,9 +134,10 @@ TEST_CASE("ResNet-18's logits stay within 1e-4 of the largest logit with every c
   for (const float v : want->span()) largest = std::max(largest, std::abs(static_cast<double>(v)));
   REQUIRE(largest > 0);
   const std::pair<ConvAlgorithm, const char*> methods[] = {
-      {ConvAlgorithm::automatic, "automatic"}, {ConvAlgorithm::implicit, "implicit"},
-      {ConvAlgorithm::im2col, "im2col"},       {ConvAlgorithm::transposed, "transposed"},
-      {ConvAlgorithm::winograd, "winograd"},   {ConvAlgorithm::winograd_2x2, "winograd_2x2"},
+      {ConvAlgorithm::automatic, "automatic"},   {ConvAlgorithm::implicit, "implicit"},
+      {ConvAlgorithm::im2col, "im2col"},         {ConvAlgorithm::transposed, "transposed"},
+      {ConvAlgorithm::winograd, "winograd"},     {ConvAlgorithm::winograd_2x2, "winograd_2x2"},
+      {ConvAlgorithm::pixel_rows, "pixel_rows"},
   };
   for (const auto& [method, name] : methods) {
     CAPTURE(name);

@@ -256,8 +256,9 @@ TEST_CASE(
   // Each convolution algorithm in turn (their memory differs: the plan must hold every one;
   // embedded builds, which leave Winograd out, run it as automatic).
   using teeny::ConvAlgorithm;
-  for (const ConvAlgorithm conv : {ConvAlgorithm::automatic, ConvAlgorithm::implicit, ConvAlgorithm::im2col,
-                                   ConvAlgorithm::transposed, ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2}) {
+  for (const ConvAlgorithm conv :
+       {ConvAlgorithm::automatic, ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::transposed,
+        ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2, ConvAlgorithm::pixel_rows}) {
     CAPTURE(static_cast<int>(conv));
     auto typed = std::make_unique<cnn2>();
     const std::size_t allocations = test_support::allocation_count();  // load and forward: no heap

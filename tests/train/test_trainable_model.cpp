@@ -146,7 +146,7 @@ TEST_CASE("after an optimizer step every convolution method computes with the ne
   const auto input = random_values(2 * 3 * 9 * 10, 11);
   const teeny::TensorRef in[] = {teeny::TensorRef::of<float>("x", input, {2, 3, 9, 10})};
   for (const ConvAlgorithm conv : {ConvAlgorithm::implicit, ConvAlgorithm::im2col, ConvAlgorithm::transposed,
-                                   ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2}) {
+                                   ConvAlgorithm::winograd, ConvAlgorithm::winograd_2x2, ConvAlgorithm::pixel_rows}) {
     CAPTURE(static_cast<int>(conv));
     auto model = teeny::load_cpu_for_training(*graph, {}, {.conv = conv});
     REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));

@@ -6,7 +6,9 @@
 //  - implicit: the input is copied once into zero-padded planes (one per stride phase, or one per
 //    kernel column: PhasePlanes), in which every im2col row is a contiguous window; the GEMM reads
 //    those windows directly (cpu::RowTable) and computes each output row as wide as a plane, cut
-//    to Wo afterwards where the planes are wider;
+//    to Wo afterwards where the planes are wider. For at most 16 output channels, where those
+//    would fill few of the GEMM tile's rows, cpu::pixel_rows may compute the same product with an
+//    output row's pixels as the tile's rows instead, reading the same windows, Wo outputs a row;
 //  - im2col: the K x Ho*Wo matrix written out;
 //  - transposed: Y^T = columns^T * W_g^T, output pixels as the GEMM's rows, for layers with few
 //    pixels and many channels (7x7 and 14x14 maps), where the pixel count fits the register tile
@@ -206,12 +208,40 @@ bool plan_phases(const Geometry& g, const Window2d& win, bool by_column, ConvSta
   return true;
 }
 
+// The weights [o][k] of every group as cpu::pixel_rows reads them: per group, k's output channels
+// in a row of pixel_rows_pitch(og) floats, zero padded, into `out`.
+void fill_pixel_weights(const Geometry& g, const float* weights, float* out) {
+  const auto pitch = static_cast<std::int64_t>(cpu::pixel_rows_pitch(static_cast<std::size_t>(g.og)));
+  for (std::int64_t group = 0; group < g.groups; ++group) {
+    const float* w = weights + group * g.og * g.k;
+    float* rows = out + group * g.k * pitch;
+    for (std::int64_t k = 0; k < g.k; ++k) {
+      for (std::int64_t o = 0; o < pitch; ++o) rows[k * pitch + o] = o < g.og ? w[o * g.k + k] : 0.0f;
+    }
+  }
+}
+
 // f32, a GEMM method (state.method, with its phase planes for implicit): the weights packed for
-// it, and its scratch and GEMM workspace reserved.
+// it (laid out for cpu::pixel_rows where it runs the product), and its scratch and GEMM workspace
+// reserved.
 Result<ConvState> plan_packed(const Geometry& g, const float* weights, ConvState state, CpuContext& cpu) {
   const auto og = static_cast<std::size_t>(g.og);
   const auto k = static_cast<std::size_t>(g.k);
   const bool transposed = state.method == ConvMethod::transposed;
+  if (state.pixel_rows) {
+    const auto floats = static_cast<std::size_t>(g.groups * g.k) * cpu::pixel_rows_pitch(og);
+    state.pixel_weights = cpu::MemoryArray<float>(cpu.memory(), floats);
+    if (!state.pixel_weights.ok() && floats != 0) {
+      return fail(Errc::out_of_memory, "cannot allocate the ", g.groups, " x ", g.k, " x ", g.og,
+                  " weight of a convolution by pixel rows");
+    }
+    fill_pixel_weights(g, weights, state.pixel_weights.data());
+    state.scratch = scratch_layout(g, state);
+    if (!cpu.reserve_scratch(static_cast<std::size_t>(state.scratch.total) * sizeof(float))) {
+      return fail(Errc::out_of_memory, "cannot allocate ", state.scratch.total, " floats of convolution scratch");
+    }
+    return state;
+  }
   state.weights = cpu::MemoryArray<cpu::PackedMatrix>(cpu.memory(), static_cast<std::size_t>(g.groups));
   if (!state.weights.ok()) return fail(Errc::out_of_memory, "cannot allocate the table of ", g.groups, " groups");
   for (std::int64_t group = 0; group < g.groups; ++group) {
@@ -286,6 +316,40 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
                         static_cast<std::size_t>(pooled_h), pooled_w);
     }
   };
+  // The implicit method's product for output rows [oh0, oh1) of task t from its phase planes
+  // `cols`, into `dst`: each channel's rows `pitch` floats apart, ldo from one channel to the next.
+  // The GEMM makes the planes' whole rows (pitch is then qw, cut to Wo by the caller where wider);
+  // cpu::pixel_rows (state.pixel_rows) the Wo outputs of each.
+  auto implicit_product = [&](std::int64_t t, const float* cols, std::int64_t oh0, std::int64_t oh1, float* dst,
+                              std::int64_t pitch, std::int64_t ldo) {
+    const std::int64_t group = t % g.groups;
+    const float* group_bias = bias != nullptr ? bias + group * g.og : nullptr;
+    if (state.pixel_rows) {
+      const std::size_t weights_pitch = cpu::pixel_rows_pitch(static_cast<std::size_t>(g.og));
+      cpu::PixelRows p;
+      p.x = cols + oh0 * qw;
+      p.x_pitch = static_cast<std::size_t>(qw);
+      p.offsets = state.row_offsets.data();
+      p.depth = static_cast<std::size_t>(g.k);
+      p.rows = static_cast<std::size_t>(oh1 - oh0);
+      p.width = static_cast<std::size_t>(g.wo);
+      p.weights = state.pixel_weights.data() + static_cast<std::size_t>(group * g.k) * weights_pitch;
+      p.channels = static_cast<std::size_t>(g.og);
+      p.bias = group_bias;
+      p.relu = epilogue.activation == cpu::Activation::relu;
+      p.out = dst;
+      p.out_pitch = static_cast<std::size_t>(pitch);
+      p.ldo = static_cast<std::size_t>(ldo);
+      cpu::pixel_rows(p);  // chosen only where the kernel exists (cpu::has_pixel_rows)
+      return;
+    }
+    cpu::Epilogue e = epilogue;
+    e.bias = group_bias;
+    const cpu::GemmShape shape{static_cast<std::size_t>(g.og), static_cast<std::size_t>((oh1 - oh0) * qw),
+                               static_cast<std::size_t>(g.k)};
+    cpu::sgemm(shape, state.weights[static_cast<std::size_t>(group)],
+               cpu::RowTable{cols + oh0 * qw, state.row_offsets.data()}, dst, static_cast<std::size_t>(ldo), e, pool);
+  };
   // A folded max pool applied band by band (pool_in_bands, implicit): pooled rows [pr0, pr1) of
   // task t from its phase planes `cols`. Each band's output rows are made into `band` (og channels
   // of pool_band_rows rows qw apart) and pooled from there while they are in cache; the rows the
@@ -298,9 +362,6 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
   auto pooled_bands = [&](std::int64_t t, const float* cols, float* band, float* pool_rows, std::int64_t pr0,
                           std::int64_t pr1) {
     const std::int64_t group = t % g.groups;
-    cpu::Epilogue e = epilogue;
-    e.bias = bias != nullptr ? bias + group * g.og : nullptr;
-    const cpu::PackedMatrix& w = state.weights[static_cast<std::size_t>(group)];
     const std::int64_t channel = state.pool_band_rows * qw;  // floats between a band's channels
     float* out = y + ((t / g.groups) * g.o + group * g.og) * pooled_plane;
     std::int64_t have_lo = 0, have_hi = 0;  // the output rows in `band`, from its first row on
@@ -317,10 +378,7 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
         }
       }
       if (const std::int64_t fresh = lo + kept; hi > fresh) {
-        const auto n = static_cast<std::size_t>((hi - fresh) * qw);
-        const cpu::GemmShape shape{static_cast<std::size_t>(g.og), n, static_cast<std::size_t>(g.k)};
-        cpu::sgemm(shape, w, cpu::RowTable{cols + fresh * qw, state.row_offsets.data()}, band + kept * qw,
-                   static_cast<std::size_t>(channel), e, pool);
+        implicit_product(t, cols, fresh, hi, band + kept * qw, qw, channel);
       }
       have_lo = lo;
       have_hi = hi;
@@ -353,30 +411,25 @@ void run_packed(const ConvArgs<float>& args, ConvState& state, CpuContext& cpu) 
   auto finish_in_place = [&](std::int64_t t, std::int64_t begin, std::int64_t end) {
     if (residual != nullptr) add_residual_to(output(t) + begin * g.p, (end - begin) * g.p);
   };
-  // Output rows [oh0, oh1) of implicit task t from its phase planes `cols`: the GEMM over those
-  // rows' wide columns, into `result` (compact, og x (oh1 - oh0) * qw) and then cut, or straight
-  // into the output when the planes are exactly Wo wide.
+  // Output rows [oh0, oh1) of implicit task t from its phase planes `cols`: the product over
+  // those rows' wide columns, into `result` (compact, og x (oh1 - oh0) * qw) and then cut, or
+  // straight into the output when its rows come out Wo wide (planes exactly Wo wide, or pixel
+  // rows).
   auto implicit_band = [&](std::int64_t t, const float* cols, float* result, std::int64_t oh0, std::int64_t oh1) {
-    const std::int64_t group = t % g.groups;
-    cpu::Epilogue e = epilogue;
-    e.bias = bias != nullptr ? bias + group * g.og : nullptr;
-    const auto n = static_cast<std::size_t>((oh1 - oh0) * qw);
-    const cpu::RowTable rows{cols + oh0 * qw, state.row_offsets.data()};
-    const cpu::PackedMatrix& w = state.weights[static_cast<std::size_t>(group)];
-    const cpu::GemmShape shape{static_cast<std::size_t>(g.og), n, static_cast<std::size_t>(g.k)};
+    const std::int64_t n = (oh1 - oh0) * qw;
     float* out = output(t);
-    if (result == nullptr) {
-      cpu::sgemm(shape, w, rows, out + oh0 * g.wo, static_cast<std::size_t>(g.p), e, pool);
+    if (result == nullptr || (state.pixel_rows && !state.pool_in_scratch)) {
+      implicit_product(t, cols, oh0, oh1, out + oh0 * g.wo, g.wo, g.p);
       if (residual == nullptr) return;
       for (std::int64_t o = 0; o < g.og; ++o) add_residual_to(out + o * g.p + oh0 * g.wo, (oh1 - oh0) * g.wo);
       return;
     }
-    cpu::sgemm(shape, w, rows, result, n, e, pool);
+    implicit_product(t, cols, oh0, oh1, result, qw, n);
     if (state.pool_in_scratch) return pool_task(t, result, qw);  // all rows: one task, one band
     for (std::int64_t o = 0; o < g.og; ++o) {
       for (std::int64_t oh = oh0; oh < oh1; ++oh) {
         float* dst = out + o * g.p + oh * g.wo;
-        const float* src = result + o * static_cast<std::int64_t>(n) + (oh - oh0) * qw;
+        const float* src = result + o * n + (oh - oh0) * qw;
         if (residual != nullptr) {
           add_residual(dst, src, residual + (dst - y), g.wo, args.epilogue);
         } else {

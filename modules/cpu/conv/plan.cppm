@@ -5,6 +5,7 @@ module;
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "cpu/kernels/gemm.hpp"
 #include "cpu/kernels/winograd.hpp"
@@ -18,10 +19,12 @@ import :conv_common;
 
 namespace teeny::conv {
 
-/// A convolution's method, and for Winograd its tile: outputs per side, 2 or 4.
+/// A convolution's method, and for Winograd its tile: outputs per side, 2 or 4; for implicit,
+/// whether its product runs with output pixels as the register tile's rows (cpu::pixel_rows).
 struct MethodChoice {
   ConvMethod method = ConvMethod::im2col;
   std::int64_t winograd_tile = 4;
+  bool pixel_rows = false;
 };
 
 bool winograd_fits(const Geometry& g, const Window2d& win) {
@@ -103,15 +106,43 @@ double implicit_cycles(const Geometry& g, const PlaneSizes& sizes, std::int64_t 
          static_cast<double>(sizes.floats) * band_share + (sizes.qw != g.wo ? static_cast<double>(g.og * wide) : 0.0);
 }
 
+// Estimated cycles of the implicit method's product as cpu::pixel_rows runs it, on planes of
+// `sizes`: per output row, runs of up to 16 pixels against each 16 output channels, a k step of
+// m pixels costing (m + 2) / 2 cycles (its m broadcasts, the weights' vector and the window's
+// offset are loads, two a cycle), and a cycle per float of the planes made; nothing is cut, the
+// rows being made Wo wide. When each GEMM is split over the threads, one thread's band.
+double pixel_rows_cycles(const Geometry& g, const PlaneSizes& sizes, std::int64_t threads) {
+  const bool split = !one_gemm_per_task(g, threads);
+  const std::int64_t band = split ? (g.ho + threads - 1) / threads : g.ho;
+  const double band_share =
+      static_cast<double>(std::min(sizes.qh, band + sizes.reach + 1)) / static_cast<double>(sizes.qh);
+  const std::int64_t runs = (g.wo + 15) / 16;
+  const double run = static_cast<double>((g.wo + runs - 1) / runs);
+  const auto channel_blocks = static_cast<double>((g.og + 15) / 16);
+  return static_cast<double>(band * runs) * channel_blocks * static_cast<double>(g.k) * (run + 2.0) / 2.0 +
+         static_cast<double>(sizes.floats) * band_share;
+}
+
+// The cheaper way to run an implicit convolution's product on planes of `sizes`: the GEMM (output
+// pixels as columns) or, where `pixels` says it fits, cpu::pixel_rows. First: its cycles.
+std::pair<double, bool> implicit_product_cycles(const Geometry& g, const PlaneSizes& sizes, std::int64_t threads,
+                                                cpu::GemmTile tile, bool pixels) {
+  const double gemm = implicit_cycles(g, sizes, threads, tile);
+  if (!pixels) return {gemm, false};
+  const double rows = pixel_rows_cycles(g, sizes, threads);
+  return rows < gemm ? std::pair{rows, true} : std::pair{gemm, false};
+}
+
 // Whether an implicit convolution's planes go by kernel column rather than by stride phase (see
 // PhasePlanes): where the GEMM's columns it saves (the phase planes' rows are wider than the
 // output) cost more than the kw copies of the input it makes. Stride 1 down the rows only; a
-// kernel one column wide gains nothing.
-bool planes_by_column(const Geometry& g, const Window2d& win, std::int64_t threads) {
+// kernel one column wide gains nothing. `pixels`: cpu::pixel_rows may run the product, which
+// makes only the Wo outputs of a row whatever the planes.
+bool planes_by_column(const Geometry& g, const Window2d& win, std::int64_t threads, bool pixels) {
   if (win.stride_h != 1 || win.kernel_w == 1) return false;
   const cpu::GemmTile tile = cpu::gemm_tile();
-  return implicit_cycles(g, plane_sizes(g, win, true), threads, tile) <
-         implicit_cycles(g, plane_sizes(g, win, false), threads, tile);
+  return implicit_product_cycles(g, plane_sizes(g, win, true), threads, tile, pixels).first <
+         implicit_product_cycles(g, plane_sizes(g, win, false), threads, tile, pixels).first;
 }
 
 // The cheapest method for a convolution that is not a plain 1x1 one (whose GEMM reads its input as
@@ -125,14 +156,17 @@ bool planes_by_column(const Geometry& g, const Window2d& win, std::int64_t threa
 // copies, plus the transposed GEMM's packing of its whole columns operand, which every thread
 // does for its share of the output channels. Winograd, where it fits: winograd_cycles, for the
 // cheaper of its two tile sizes.
+// The implicit method's product runs as cpu::pixel_rows where `pixels` says it fits and that is
+// estimated cheaper than its GEMM (pixel_rows_cycles).
 // A forced method (CpuOptions::conv) is taken where it fits; a forced Winograd that does not fit
-// falls back to the cheapest of the others.
+// falls back to the cheapest of the others, forced pixel rows to the implicit GEMM.
 MethodChoice choose_method(const Geometry& g, const Window2d& win, const PhasePlanes& ph, ConvAlgorithm algorithm,
-                           std::int64_t threads) {
+                           std::int64_t threads, bool pixels) {
   const bool winograd = winograd_fits(g, win);
   switch (algorithm) {
     case ConvAlgorithm::automatic: break;
     case ConvAlgorithm::implicit: return {ConvMethod::implicit};
+    case ConvAlgorithm::pixel_rows: return {ConvMethod::implicit, 4, pixels};
     case ConvAlgorithm::im2col: return {ConvMethod::im2col};
     case ConvAlgorithm::transposed: return {ConvMethod::transposed};
     case ConvAlgorithm::winograd:
@@ -156,12 +190,14 @@ MethodChoice choose_method(const Geometry& g, const Window2d& win, const PhasePl
       if (m == 4 || cost < winograd_cost) winograd_cost = cost, winograd_tile = m;
     }
   }
+  const auto [implicit, pixel_rows] =
+      implicit_product_cycles(g, {ph.qh, ph.qw, ph.used, ph.reach, ph.floats}, threads, tile, pixels);
   const struct {
     ConvMethod method;
     bool allowed;
     double cycles;
   } options[] = {
-      {ConvMethod::implicit, true, implicit_cycles(g, {ph.qh, ph.qw, ph.used, ph.reach, ph.floats}, threads, tile)},
+      {ConvMethod::implicit, true, implicit},
       {ConvMethod::im2col, true, (gemm_cycles(g.og, g.p, g.k, tile) + 1.5 * kp) * share},
       {ConvMethod::transposed, true,
        (gemm_cycles(g.p, g.og, g.k, tile) + 4.0 * kp + static_cast<double>(g.og * g.p)) * share +
@@ -172,7 +208,7 @@ MethodChoice choose_method(const Geometry& g, const Window2d& win, const PhasePl
   for (std::size_t i = 1; i < std::size(options); ++i) {
     if (options[i].allowed && options[i].cycles < options[best].cycles) best = i;
   }
-  return {options[best].method, winograd_tile};
+  return {options[best].method, winograd_tile, options[best].method == ConvMethod::implicit && pixel_rows};
 }
 
 }  // namespace teeny::conv

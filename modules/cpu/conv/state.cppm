@@ -89,8 +89,13 @@ struct ConvStateOf {
   bool depthwise = false;    // one input channel per group: the direct kernel
   PhasePlanes phases;        // implicit
   cpu::MemoryArray<std::ptrdiff_t> row_offsets;  // implicit: im2col row k's window in the phase planes
-  WinogradPlan winograd;                         // winograd
-  ConvScratch scratch;                           // set at load, where forward finds its buffers
+  // implicit, its product run by cpu::pixel_rows (output pixels as the tile's rows): per group, the
+  // weights with each k's output channels in a row of cpu::pixel_rows_pitch(og) floats (`weights`
+  // then holds nothing)
+  bool pixel_rows = false;
+  cpu::MemoryArray<float> pixel_weights;
+  WinogradPlan winograd;  // winograd
+  ConvScratch scratch;    // set at load, where forward finds its buffers
   // With a folded BatchNorm: the bias after it, and for a convolution that reads its weights
   // unpacked (depthwise, or f64) the scaled weights.
   cpu::MemoryArray<T> folded_bias;
@@ -202,7 +207,8 @@ struct ConvSizes {
 /// What a conv_op<T> kernel takes from the CPU context's Memory (see KernelMemory), whichever
 /// method it picks: with a folded BatchNorm the scaled weights (kept by the direct and f64
 /// kernels, packed and given back by the others) and bias; in f32 the window tables, one packed
-/// weight per group, and the largest scratch and GEMM workspace of the GEMM methods; and where
+/// weight per group (and, for at most 16 output channels, the weights laid out for
+/// cpu::pixel_rows), and the largest scratch and GEMM workspace of the GEMM methods; and where
 /// Winograd fits, its transformed filters (unpacked while they are packed, then given back),
 /// their packed copies, its row table, scratch and workspace. For a convolution without a folded
 /// max pool: typed models, which plan with this, fold none.
@@ -232,6 +238,11 @@ constexpr KernelMemory conv_memory(const ConvSizes& s) {
     }
     m.state += block_piece(bytes(s.stride_h * s.stride_w, sizeof(std::int64_t))) +
                block_piece(bytes(k, sizeof(std::ptrdiff_t)));
+    // The weights as cpu::pixel_rows reads them, where it may run the implicit method's product.
+    if (og <= 16) {
+      const auto pitch = static_cast<std::int64_t>(cpu::pixel_rows_pitch(uog));
+      m.state += block_piece(bytes(s.groups * k * pitch, sizeof(float)));
+    }
     const std::int64_t qh = (s.h + 2 * s.pad_h + s.stride_h - 1) / s.stride_h;
     const std::int64_t qw = (s.w + 2 * s.pad_w + s.stride_w - 1) / s.stride_w;
     // Every phase read (at most stride_h * stride_w of them), and a row of slack (plan_phases).

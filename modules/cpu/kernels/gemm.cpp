@@ -513,6 +513,36 @@ bool max_pool_3x3_stride2(const float* r0, const float* r1, const float* r2, flo
 
 void copy_rows(const RowCopy& copy) { kernels_for(active_isa()).copy_rows(copy); }
 
+namespace {
+
+// cpu::pixel_rows where the instruction set has no kernel for it (a model planned with one and
+// run after set_isa chose another): each output's sum in order of k.
+void pixel_rows_loops(const PixelRows& p) {
+  const std::size_t pitch = pixel_rows_pitch(p.channels);
+  for (std::size_t o = 0; o < p.channels; ++o) {
+    for (std::size_t r = 0; r < p.rows; ++r) {
+      const float* x = p.x + r * p.x_pitch;
+      float* out = p.out + o * p.ldo + r * p.out_pitch;
+      for (std::size_t i = 0; i < p.width; ++i) {
+        float sum = p.bias != nullptr ? p.bias[o] : 0.0f;
+        for (std::size_t k = 0; k < p.depth; ++k) {
+          sum += p.weights[k * pitch + o] * x[p.offsets[k] + static_cast<std::ptrdiff_t>(i)];
+        }
+        out[i] = p.relu && sum < 0.0f ? 0.0f : sum;  // a NaN is kept, as in PyTorch
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void pixel_rows(const PixelRows& p) {
+  const detail::PixelRowsFn fn = kernels_for(active_isa()).pixel_rows;
+  (fn != nullptr ? fn : pixel_rows_loops)(p);
+}
+
+bool has_pixel_rows() { return kernels_for(active_isa()).pixel_rows != nullptr; }
+
 GemmTile gemm_tile() {
   const KernelTable& kt = kernels_for(active_isa());
   return {kt.mr, kt.nr, kt.rows_in_place};

@@ -180,6 +180,36 @@ struct GemmTile {
 };
 GemmTile gemm_tile();
 
+// An implicit convolution's product with output pixels as the register tile's rows and up to 16
+// output channels as its columns, for layers with few output channels, which would fill few rows
+// of the GEMM's tile (LeNet's conv2: 16 channels, 12 + 4 rows of two tiles, each as costly as a
+// full one). For output rows r < rows and their pixels i < width, and channels o < channels:
+//   out[o * ldo + r * out_pitch + i] = act(bias[o] + sum over k < depth of
+//                                          weights[k * weights_pitch + o] * x[r * x_pitch + offsets[k] + i])
+// with act ReLU (max(0, v), NaN kept) or none; `weights` holds each k's channels in a row padded
+// with zeros to weights_pitch = round_up(channels, 16) floats, and bias may be null.
+struct PixelRows {
+  const float* x = nullptr;                 // the windows of output row 0, at offsets[k] from here
+  std::size_t x_pitch = 0;                  // floats from one output row's windows to the next's
+  const std::ptrdiff_t* offsets = nullptr;  // depth of them
+  std::size_t depth = 0;
+  std::size_t rows = 0;
+  std::size_t width = 0;
+  const float* weights = nullptr;
+  std::size_t channels = 0;
+  const float* bias = nullptr;
+  bool relu = false;
+  float* out = nullptr;
+  std::size_t out_pitch = 0;
+  std::size_t ldo = 0;
+};
+constexpr std::size_t pixel_rows_pitch(std::size_t channels) { return (channels + 15) / 16 * 16; }
+// Runs `p` with the active instruction set's kernel (AVX-512 has one), or with plain loops where
+// it has none: has_pixel_rows() says which, and the convolution planner picks pixel rows only
+// where there is a kernel.
+void pixel_rows(const PixelRows& p);
+bool has_pixel_rows();
+
 // y[r][c] = the max of x's 2x2 block at rows 2r, 2r + 1 and columns 2c, 2c + 1 (NaN wins, as in
 // PyTorch), for r < ho, c < wo, x's rows `pitch` floats apart: a 2x2 max pool at stride 2 in the
 // active instruction set's vectors, for a convolution's folded max pool, which reads the GEMM's

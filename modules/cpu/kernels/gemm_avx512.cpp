@@ -209,6 +209,40 @@ inline void transpose16(__m512 r[16]) {
   }
 }
 
+// M consecutive pixels of an output row (M <= 16) against up to 16 output channels
+// (cpu::pixel_rows): acc[i] holds pixel i's channels, starting from their bias; per k one vector
+// of weights and M broadcasts of the pixels' inputs. Stored transposed, each channel's run of M
+// pixels, through a 16 x 16 transpose.
+template <int M>
+void pixel_tile(const PixelRows& p, const float* x, const float* w, __m512 bias, float* out, std::size_t channels) {
+  __m512 acc[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) acc[i] = bias;
+  const std::size_t pitch = pixel_rows_pitch(p.channels);
+  for (std::size_t k = 0; k < p.depth; ++k) {
+    const __m512 wk = _mm512_loadu_ps(w + k * pitch);
+    const float* xk = x + p.offsets[k];
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xk[i]), wk, acc[i]);
+  }
+  __m512 r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) {
+    // max(0, NaN) is NaN, as in PyTorch
+    r[i] = i >= M ? _mm512_setzero_ps() : p.relu ? _mm512_max_ps(_mm512_setzero_ps(), acc[i]) : acc[i];
+  }
+  transpose16(r);
+  const __mmask16 pixels = V512::mask(M);
+  for (std::size_t o = 0; o < channels; ++o) _mm512_mask_storeu_ps(out + o * p.ldo, pixels, r[o]);
+}
+
+using PixelTileFn = void (*)(const PixelRows&, const float*, const float*, __m512, float*, std::size_t);
+template <std::size_t... I>
+constexpr std::array<PixelTileFn, sizeof...(I)> make_pixel_tiles(std::index_sequence<I...>) {
+  return {&pixel_tile<static_cast<int>(I) + 1>...};
+}
+constexpr auto kPixelTiles = make_pixel_tiles(std::make_index_sequence<16>{});
+
 struct Avx512 {
   static constexpr std::size_t mr = kMr;
   static constexpr std::size_t nr = kNr;
@@ -292,6 +326,24 @@ struct Avx512 {
         for (std::size_t c0 = 0; c0 < cp.width; c0 += 16) {
           put_row_vector(row_vector(c0, cp.width, cp.lead, cp.count), cp.src + p * cp.src_plane + r * cp.src_pitch,
                          cp.dst + p * cp.dst_plane + r * cp.dst_pitch + c0);
+        }
+      }
+    }
+  }
+
+  // Channels 16 at a time; each output row in runs of at most 16 pixels, as even as they go (a
+  // 28-pixel row: two of 14).
+  static void pixel_rows(const PixelRows& p) {
+    const std::size_t runs = (p.width + 15) / 16;
+    for (std::size_t c0 = 0; c0 < p.channels; c0 += 16) {
+      const std::size_t channels = min_size(16, p.channels - c0);
+      const __m512 bias =
+          p.bias != nullptr ? _mm512_maskz_loadu_ps(V512::mask(channels), p.bias + c0) : _mm512_setzero_ps();
+      for (std::size_t r = 0; r < p.rows; ++r) {
+        for (std::size_t run = 0; run < runs; ++run) {
+          const std::size_t i0 = p.width * run / runs, i1 = p.width * (run + 1) / runs;
+          kPixelTiles[i1 - i0 - 1](p, p.x + r * p.x_pitch + i0, p.weights + c0, bias,
+                                   p.out + c0 * p.ldo + r * p.out_pitch + i0, channels);
         }
       }
     }

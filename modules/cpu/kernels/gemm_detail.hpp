@@ -66,6 +66,8 @@ using MaxPool3x3Fn = void (*)(const float* r0, const float* r1, const float* r2,
                               std::size_t end, std::ptrdiff_t offset);
 // Short rows with zero margins (cpu::copy_rows).
 using CopyRowsFn = void (*)(const RowCopy& copy);
+// An implicit convolution's product with output pixels as rows (cpu::pixel_rows).
+using PixelRowsFn = void (*)(const PixelRows& p);
 
 struct KernelTable {
   Isa isa;
@@ -82,6 +84,7 @@ struct KernelTable {
   MaxPoolFn max_pool_2x2;
   MaxPool3x3Fn max_pool_3x3_stride2;  // null where the instruction set has none
   CopyRowsFn copy_rows;
+  PixelRowsFn pixel_rows;  // null where the instruction set has none
 };
 
 // Output columns [c0, wo) of one row of a 2x2 max pool: top and bottom are its two input rows.
@@ -584,6 +587,8 @@ constexpr KernelTable make_kernel_table(Isa isa) {
   constexpr bool rows_in_place = requires { &T::kernel_rows; };
   MaxPool3x3Fn max_pool_3x3 = nullptr;
   if constexpr (requires { &T::max_pool_3x3_stride2; }) max_pool_3x3 = &T::max_pool_3x3_stride2;
+  PixelRowsFn pixel_rows = nullptr;
+  if constexpr (requires { &T::pixel_rows; }) pixel_rows = &T::pixel_rows;
   return KernelTable{isa,
                      T::mr,
                      T::nr,
@@ -597,7 +602,8 @@ constexpr KernelTable make_kernel_table(Isa isa) {
                      rows_in_place,
                      &T::max_pool_2x2,
                      max_pool_3x3,
-                     &T::copy_rows};
+                     &T::copy_rows,
+                     pixel_rows};
 }
 
 // ---- Activations ------------------------------------------------------------------------------
