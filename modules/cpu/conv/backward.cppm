@@ -6,6 +6,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu/kernels/gemm.hpp"
 #include "math/pool.hpp"  // Window2d
@@ -114,6 +115,18 @@ Result<NoState> prepare_backward_kernel(const conv_op<T>&, const ConvBackwardArg
   if (!cpu.reserve_scratch(static_cast<std::size_t>(elements) * sizeof(T))) {
     return fail(Errc::out_of_memory, "cannot allocate ", elements,
                 " elements of convolution backward scratch per thread");
+  }
+  // The workspace of its GEMMs (dW and dcols, operands unpacked), for every worker now: a worker
+  // that first ran one of them in a later step would allocate it then.
+  if constexpr (std::is_same_v<T, float>) {  // dgemm needs no workspace
+    const auto og = static_cast<std::size_t>(g.og);
+    const auto k = static_cast<std::size_t>(g.k);
+    const auto p = static_cast<std::size_t>(g.p);
+    const std::size_t bytes = std::max(cpu::gemm_workspace_bytes({og, k, p}, false, false),
+                                       cpu::gemm_workspace_bytes({k, p, og}, false, false));
+    if (!cpu.reserve_gemm_workspace(bytes)) {
+      return fail(Errc::out_of_memory, "cannot allocate the GEMM workspace of a convolution's backward");
+    }
   }
   return NoState{};
 }
