@@ -22,7 +22,15 @@
 #include <utility>
 #include <vector>
 
-import teeny;
+// The modules the demo uses (`import teeny;` gives every module; importing just these lets the
+// demo's build skip the others).
+import teeny.core;
+import teeny.graph;
+import teeny.io;
+import teeny.runtime;
+#if TEENY_TRAINING
+import teeny.train;
+#endif
 
 #include "curve.hpp"
 #include "models.hpp"  // examples/models.hpp

@@ -1,6 +1,10 @@
 // The standard CUDA models' code, instantiated once for the library (teeny.cuda:model declares
 // these instantiations extern, so that programs importing teeny do not compile them again).
-import teeny;
+import teeny.core;
+import teeny.graph;
+import teeny.ops;
+import teeny.runtime;
+import teeny.cuda;
 
 namespace teeny {
 template class LoadedModel<cuda::CudaContext, standard_ops<float>>;

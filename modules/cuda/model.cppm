@@ -80,8 +80,10 @@ Result<CudaModelOf<T>> load_cuda_for_training(const Graph& graph, const Bindings
 
 }  // namespace teeny::cuda
 
-// The CUDA models are instantiated once, in the library (cuda/cuda_instances.cpp), not in every
-// program that loads one.
+// In a build with CUDA, the CUDA models are instantiated once, in the library
+// (cuda/cuda_instances.cpp), not in every program that loads one. Without CUDA they only ever fail
+// to load, and the library does not spend minutes compiling them.
+#if TEENY_HAS_CUDA
 namespace teeny {
 extern template class LoadedModel<cuda::CudaContext, standard_ops<float>>;
 extern template class LoadedModel<cuda::CudaContext, standard_ops<double>>;
@@ -93,6 +95,9 @@ extern template Result<CudaModelOf<float>> load_cuda<float>(const Graph&, const 
 extern template Result<CudaModelOf<double>> load_cuda<double>(const Graph&, const Bindings&, CudaOptions);
 extern template Result<CudaModelOf<f16>> load_cuda<f16>(const Graph&, const Bindings&, CudaOptions);
 extern template Result<CudaModelOf<bf16>> load_cuda<bf16>(const Graph&, const Bindings&, CudaOptions);
+}  // namespace teeny::cuda
+#endif
+namespace teeny::cuda {
 
 // The CUDA backend runs every op of the standard set in every dtype (LoadedModel checks the whole
 // set), owns its memory (and copies within it: inputs on the device), captures graphs and reports

@@ -1,6 +1,10 @@
 // The standard CPU models' code, instantiated once for the library (teeny.runtime:cpu declares these
 // instantiations extern, so that programs importing teeny do not compile them again).
-import teeny;
+import teeny.core;
+import teeny.graph;
+import teeny.ops;
+import teeny.cpu;
+import teeny.runtime;
 
 namespace teeny {
 template class LoadedModel<CpuContext, standard_ops<float>>;

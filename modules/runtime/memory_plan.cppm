@@ -36,7 +36,11 @@ inline MemoryPlan plan_memory(std::span<const BufferRequest> requests, std::size
   plan.offsets.assign(requests.size(), 0);
   std::vector<std::size_t> order(requests.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) { return requests[a].bytes > requests[b].bytes; });
+  // Largest first, ties in request order. (A sort with the index as tie-break, not stable_sort:
+  // libstdc++ 12's stable_sort calls the deprecated get_temporary_buffer, which clang warns about.)
+  std::ranges::sort(order, [&](std::size_t a, std::size_t b) {
+    return requests[a].bytes != requests[b].bytes ? requests[a].bytes > requests[b].bytes : a < b;
+  });
 
   std::vector<std::size_t> placed;  // indices already given an offset, sorted by offset
   for (std::size_t i : order) {

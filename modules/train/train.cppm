@@ -1,9 +1,7 @@
 // teeny.train — training support, compiled only with -Dtraining=true (TEENY_TRAINING): parameters
 // and gradient clipping, PyTorch's losses with their gradients, SGD / Adam / AdamW over parameter
-// groups with checkpointable state, learning-rate schedules and a seeded mini-batch sampler; and
-// the same optimizers and losses for a model trained on the GPU (:device_optimizer and
-// :device_loss, in teeny::cuda), and a whole GPU training step replayed as one CUDA graph
-// (:device_step).
+// groups with checkpointable state, learning-rate schedules and a seeded mini-batch sampler. (The
+// same optimizers and losses for a model trained on the GPU are teeny.cuda's.)
 //
 //   auto opt = Sgd<float>::create(params, {.lr = 0.1, .momentum = 0.9});
 //   auto sampler = BatchSampler::create(n, 64, /*seed=*/1);
@@ -21,6 +19,3 @@ export import :optimizer;
 export import :schedule;
 export import :data;
 export import :model;
-export import :device_optimizer;
-export import :device_loss;
-export import :device_step;

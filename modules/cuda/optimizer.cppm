@@ -1,4 +1,4 @@
-// teeny.train:device_optimizer — optimizers for a model trained on the GPU (teeny::cuda): PyTorch's
+// teeny.cuda:optimizer — optimizers for a model trained on the GPU (teeny::cuda): PyTorch's
 // SGD, Adam and AdamW stepping its parameters where they live, in device memory, with the CPU
 // optimizers' per-element updates (kernels/math/optimizer.hpp), and mixed precision: a bf16 or f16
 // model's parameters updated through f32 master copies, and loss scaling (GradScaler) for f16.
@@ -29,13 +29,16 @@ module;
 #include "cuda/params.hpp"
 #include "cuda/runtime.hpp"
 #include "math/optimizer.hpp"
-export module teeny.train:device_optimizer;
+export module teeny.cuda:optimizer;
 import teeny.core;
 import teeny.model;
 import teeny.ops;
 import teeny.runtime;
-import teeny.cuda;
-import :optimizer;
+import teeny.train;
+import :device;
+import :context;
+import :launch;
+import :model;
 
 namespace teeny::cuda::device_detail {
 

@@ -1,4 +1,4 @@
-// teeny.train:device_step — a whole training step on the GPU (teeny::cuda): the forward, the loss,
+// teeny.cuda:training_step — a whole training step on the GPU (teeny::cuda): the forward, the loss,
 // the backward and the optimizer's update queued as one unit and, with the model's graph replay
 // on, captured once (per plan) as one CUDA graph and replayed, so that a step costs the host the
 // copies of its inputs, targets and scalars and one graph launch.
@@ -23,12 +23,15 @@ module;
 #include <string>
 #include <utility>
 
-export module teeny.train:device_step;
+export module teeny.cuda:training_step;
 import teeny.core;
 import teeny.runtime;
-import teeny.cuda;
-import :device_optimizer;
-import :device_loss;
+import :device;
+import :context;
+import :launch;
+import :model;
+import :optimizer;
+import :loss;
 
 export namespace teeny::cuda {
 

@@ -1,4 +1,4 @@
-// teeny.train:device_loss — losses of a model trained on the GPU (teeny::cuda): F.cross_entropy and
+// teeny.cuda:loss — losses of a model trained on the GPU (teeny::cuda): F.cross_entropy and
 // F.mse_loss computed where the output is, in device memory, with the CPU losses' math
 // (kernels/math/loss.hpp), their gradient written straight into the model's output gradient, and
 // the loss returned. Sums are in double and in a fixed order: the same inputs give the same loss
@@ -25,13 +25,16 @@ module;
 
 #include "cuda/params.hpp"
 #include "math/loss.hpp"
-export module teeny.train:device_loss;
+export module teeny.cuda:loss;
 import teeny.core;
 import teeny.model;
 import teeny.runtime;
-import teeny.cuda;
-import :loss;
-import :device_optimizer;
+import :device;
+import :context;
+import :launch;
+import :model;
+import teeny.train;
+import :optimizer;
 
 namespace teeny::cuda::device_detail {
 
