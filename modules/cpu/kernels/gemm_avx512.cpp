@@ -91,7 +91,8 @@ inline void fma_step(__m512 (&acc)[M][NV], const float* a, const float* b, __mma
 // vectors of B columns, A is the stream (a batch-1 layer's weights, read once from memory at 4-8
 // bytes per cycle of FMAs), and the hardware's prefetchers alone left the kernel waiting on it:
 // ResNet-18 b1 -3% on Zen 5 (one-vector kernels), -2-3% more on a Xeon (two-vector kernels too;
-// see docs/benchmarks.md). Past a panel's end this reaches the next panel.
+// see bench/results/2026-12-03-zen5-models-e6413b9.md and 2026-12-03-xeon-models-2a9aa22.md).
+// Past a panel's end this reaches the next panel.
 constexpr std::ptrdiff_t kPrefetchA = 4096;
 
 // C[0:M, 0:16*NV] (+)= A panel x B over kc, then bias, then ReLU if asked; the last vector is
