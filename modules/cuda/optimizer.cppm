@@ -33,6 +33,7 @@ export module teeny.cuda:optimizer;
 import teeny.core;
 import teeny.model;
 import teeny.ops;
+import teeny.io;
 import teeny.runtime;
 import teeny.train;
 import :device;

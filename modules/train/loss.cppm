@@ -61,7 +61,9 @@ struct BceWithLogitsOptions {
 
 }  // namespace teeny
 
-namespace teeny::loss_detail {
+// The losses' checks and per-sample math (exported for teeny.cuda's device losses, which check
+// their inputs the same way; not for users).
+export namespace teeny::loss_detail {
 
 /// A grad view asked for: anything but a default-constructed (null, rank-0) view.
 template <class T>

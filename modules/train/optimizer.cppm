@@ -177,7 +177,9 @@ class ParamGroups {
 
 }  // namespace teeny
 
-namespace teeny::optimizer_detail {
+// How an optimizer's state is checked and loaded (exported for teeny.cuda's device optimizers,
+// which load theirs the same way; not for users).
+export namespace teeny::optimizer_detail {
 
 /// A state tensor an optimizer expects when loading: its key, dtype, shape and destination.
 struct Slot {
