@@ -316,21 +316,50 @@ concept CudaBackwardOp = CudaOp<Op> && BackwardOp<Op> && requires { typename Ker
 #endif
 
 namespace launch_detail {
-// Every op of the standard op set has its CUDA kernels (the input placeholder has none to have),
-// and in training builds every op with a backward has its backward kernel.
-template <class Op>
-inline constexpr bool has_cuda_kernels = InputOpType<Op> || (CudaOp<Op>
-#if TEENY_TRAINING
-                                                             && (!BackwardOp<Op> || CudaBackwardOp<Op>)
-#endif
-                                                            );
-template <class Set>
-inline constexpr bool covers = false;
-template <class... Ops>
-inline constexpr bool covers<std::variant<Ops...>> = (has_cuda_kernels<Ops> && ...);
+template <class>
+inline constexpr bool always_false = false;
 }  // namespace launch_detail
-static_assert(launch_detail::covers<standard_ops<float>> && launch_detail::covers<standard_ops<double>> &&
-                  launch_detail::covers<standard_ops<f16>> && launch_detail::covers<standard_ops<bf16>>,
+
+/// Whether the CUDA backend can launch Op and, in training builds, Op's backward where it has one
+/// (the input placeholder launches nothing), with a message saying what is missing; the note
+/// under it ("in instantiation of ... check_cuda_kernels<teeny::linear_op<teeny::bf16>>") names
+/// the op and its dtype.
+template <class Op>
+consteval bool check_cuda_kernels() {
+  using launch_detail::always_false;
+  if constexpr (InputOpType<Op>) {
+    return true;
+  } else if constexpr (!requires { typename KernelParams<Op>::type; }) {
+    static_assert(always_false<Op>,
+                  "an op has no CUDA kernel: specialize KernelParams<Op> (modules/cuda/launch.cppm) with `using type "
+                  "=` its kernel's parameter list (kernels/cuda/params.hpp), and give the kernel an entry point per "
+                  "dtype in kernels/cuda/*.cu");
+  } else if constexpr (!CudaOp<Op>) {
+    static_assert(always_false<Op>,
+                  "an op's Args do not pack into its CUDA kernel's parameter list (KernelParams<Op>::type, "
+                  "kernels/cuda/params.hpp): the fields of Args must match the list in count, order and type");
+#if TEENY_TRAINING
+  } else if constexpr (BackwardOp<Op> && !requires { typename KernelParams<Op>::backward; }) {
+    static_assert(always_false<Op>,
+                  "an op with BackwardArgs has no CUDA backward kernel: add `using backward =` its backward "
+                  "kernel's parameter list (kernels/cuda/params.hpp) to KernelParams<Op>, and the kernel's entry "
+                  "points in kernels/cuda/*.cu");
+  } else if constexpr (BackwardOp<Op> && !CudaBackwardOp<Op>) {
+    static_assert(always_false<Op>,
+                  "an op's BackwardArgs do not pack into its CUDA backward kernel's parameter list "
+                  "(KernelParams<Op>::backward): the fields must match the list in count, order and type");
+#endif
+  }
+  return true;
+}
+
+/// Whether the CUDA backend launches every op of the op set Set: check_cuda_kernels folded over it.
+template <class Set>
+inline constexpr bool cuda_runs_op_set = false;
+template <class... Ops>
+inline constexpr bool cuda_runs_op_set<std::variant<Ops...>> = (check_cuda_kernels<Ops>() && ...);
+static_assert(cuda_runs_op_set<standard_ops<float>> && cuda_runs_op_set<standard_ops<double>> &&
+                  cuda_runs_op_set<standard_ops<f16>> && cuda_runs_op_set<standard_ops<bf16>>,
               "every op of the standard op set has CUDA kernels in every dtype");
 
 /// Whether CUDA can launch `grid` blocks of `block` threads: at least one of each, at most 1024

@@ -200,6 +200,73 @@ consteval bool check_kernel() {
   return true;
 }
 
+#if TEENY_TRAINING
+/// Prepares `op`'s backward kernel on `backend`: prepare_backward_kernel(op, args, backend, site)
+/// where the backend wants the LaunchSite (node, backward geometry), else without it.
+template <class B, class Op>
+  requires requires(B& backend, const Op& op, const typename Op::BackwardArgs& args, const LaunchSite& site) {
+    prepare_backward_kernel(op, args, backend, site);
+  } || requires(B& backend, const Op& op, const typename Op::BackwardArgs& args) {
+    prepare_backward_kernel(op, args, backend);
+  }
+auto prepare_backward_kernel_at(const Op& op, const typename Op::BackwardArgs& args, B& backend,
+                                const LaunchSite& site) {
+  if constexpr (requires { prepare_backward_kernel(op, args, backend, site); }) {
+    return prepare_backward_kernel(op, args, backend, site);
+  } else {
+    return prepare_backward_kernel(op, args, backend);
+  }
+}
+
+/// A backend `B` runs op `Op`'s backward: prepare_backward_kernel(op, args, backend[, site]) ->
+/// Result<State> once per plan, then run_backward_kernel(op, args, state, backend) per backward.
+template <class B, class Op>
+concept BackwardKernelFor = BackwardOp<Op> && requires(B& backend, const Op& op, const typename Op::BackwardArgs& args,
+                                                       const LaunchSite& site) {
+  requires is_result_v<std::remove_cvref_t<decltype(prepare_backward_kernel_at(op, args, backend, site))>>;
+  requires requires(
+      typename std::remove_cvref_t<decltype(prepare_backward_kernel_at(op, args, backend, site))>::value_type& state) {
+    run_backward_kernel(op, args, state, backend);
+  };
+};
+
+/// Whether backend B runs the backward of Op where Op has one (declares BackwardArgs), with a
+/// message when it does not. A backward kernel missing, or declared with other parameters, is this
+/// error, not an op without a gradient; the note under it ("in instantiation of ...
+/// check_backward_kernel<teeny::CpuContext, user::swiglu_op<float>>") names the backend and the op.
+template <class B, class Op>
+consteval bool check_backward_kernel() {
+  using op_checks_detail::always_false;
+  if constexpr (BackwardOp<Op> && !BackwardKernelFor<B, Op>) {
+    static_assert(always_false<Op>,
+                  "an op with BackwardArgs has no backward kernel for this backend, or one with other parameters: "
+                  "declare `Result<State> prepare_backward_kernel(const Op&, const Op::BackwardArgs&, Backend&)` and "
+                  "`void run_backward_kernel(const Op&, const Op::BackwardArgs&, State&, Backend&)` in the op's "
+                  "namespace");
+  }
+  return true;
+}
+#endif
+
+namespace op_checks_detail {
+template <class B, class... Ops>
+consteval bool check_op_set(std::type_identity<std::variant<Ops...>>) {
+  bool ok = (check_kernel<B, Ops>() && ...);
+#if TEENY_TRAINING
+  // A backend with a backward kernel for any op trains: it needs the backward of every op that
+  // has one. (A backend with none, e.g. one for inference only, is not asked for them.)
+  if constexpr ((BackwardKernelFor<B, Ops> || ...)) ok = ok && (check_backward_kernel<B, Ops>() && ...);
+#endif
+  return ok;
+}
+}  // namespace op_checks_detail
+
+/// Whether backend B runs every op of the op set Set and, in training builds where B runs any
+/// backward, the backward of every op that has one: check_kernel and check_backward_kernel folded
+/// over the set, so a miss names its op.
+template <class B, class Set>
+inline constexpr bool runs_op_set = op_checks_detail::check_op_set<B>(std::type_identity<Set>{});
+
 namespace op_checks_detail {
 template <class Op, class Set>
 inline constexpr bool in_set = false;

@@ -86,109 +86,13 @@ extern template Result<CpuModelOf<double>> load_cpu_for_training<double>(const G
 #endif
 }  // namespace teeny
 
-// The CPU backend has a kernel for every standard op, in f32 and f64 (LoadedModel checks the whole
-// set too).
+// The CPU backend has a kernel for every standard op, in f32 and f64, and in training builds a
+// backward kernel for every op that has a backward (LoadedModel checks its op set the same way).
 namespace teeny {
 static_assert(Model<CpuModel>, "a model loaded on the CPU is a teeny::Model");
 static_assert(Model<CpuModelOf<double>>);
-static_assert(KernelFor<CpuContext, linear_op<float>>);
-static_assert(KernelFor<CpuContext, linear_op<double>>);
-static_assert(KernelFor<CpuContext, matmul_op<float>>);
-static_assert(KernelFor<CpuContext, matmul_op<double>>);
-static_assert(KernelFor<CpuContext, unary_op<float>>);
-static_assert(KernelFor<CpuContext, unary_op<double>>);
-static_assert(KernelFor<CpuContext, binary_op<float>>);
-static_assert(KernelFor<CpuContext, binary_op<double>>);
-static_assert(KernelFor<CpuContext, reshape_op<float>>);
-static_assert(KernelFor<CpuContext, reshape_op<double>>);
-static_assert(KernelFor<CpuContext, conv_op<float>>);
-static_assert(KernelFor<CpuContext, conv_op<double>>);
-static_assert(KernelFor<CpuContext, max_pool2d_op<float>>);
-static_assert(KernelFor<CpuContext, max_pool2d_op<double>>);
-static_assert(KernelFor<CpuContext, avg_pool2d_op<float>>);
-static_assert(KernelFor<CpuContext, avg_pool2d_op<double>>);
-static_assert(KernelFor<CpuContext, adaptive_avg_pool2d_op<float>>);
-static_assert(KernelFor<CpuContext, adaptive_avg_pool2d_op<double>>);
-static_assert(KernelFor<CpuContext, batch_norm_op<float>>);
-static_assert(KernelFor<CpuContext, batch_norm_op<double>>);
-static_assert(KernelFor<CpuContext, layer_norm_op<float>>);
-static_assert(KernelFor<CpuContext, layer_norm_op<double>>);
-static_assert(KernelFor<CpuContext, rms_norm_op<float>>);
-static_assert(KernelFor<CpuContext, rms_norm_op<double>>);
-static_assert(KernelFor<CpuContext, group_norm_op<float>>);
-static_assert(KernelFor<CpuContext, group_norm_op<double>>);
-static_assert(KernelFor<CpuContext, softmax_op<float>>);
-static_assert(KernelFor<CpuContext, softmax_op<double>>);
-static_assert(KernelFor<CpuContext, reduce_op<float>>);
-static_assert(KernelFor<CpuContext, reduce_op<double>>);
-static_assert(KernelFor<CpuContext, permute_op<float>>);
-static_assert(KernelFor<CpuContext, permute_op<double>>);
-static_assert(KernelFor<CpuContext, slice_op<float>>);
-static_assert(KernelFor<CpuContext, slice_op<double>>);
-static_assert(KernelFor<CpuContext, concat_op<float>>);
-static_assert(KernelFor<CpuContext, concat_op<double>>);
-static_assert(KernelFor<CpuContext, pad_op<float>>);
-static_assert(KernelFor<CpuContext, pad_op<double>>);
-static_assert(KernelFor<CpuContext, upsample_op<float>>);
-static_assert(KernelFor<CpuContext, upsample_op<double>>);
-static_assert(KernelFor<CpuContext, cast_op<float>>);
-static_assert(KernelFor<CpuContext, cast_op<double>>);
-static_assert(KernelFor<CpuContext, embedding_op<float>>);
-static_assert(KernelFor<CpuContext, embedding_op<double>>);
-static_assert(KernelFor<CpuContext, attention_op<float>>);
-static_assert(KernelFor<CpuContext, attention_op<double>>);
-static_assert(KernelFor<CpuContext, dropout_op<float>>);
-static_assert(KernelFor<CpuContext, dropout_op<double>>);
+static_assert(runs_op_set<CpuContext, standard_ops<float>> && runs_op_set<CpuContext, standard_ops<double>>);
 #if TEENY_TRAINING
-// Every op with a backward has its CPU backward kernel.
-static_assert(BackwardKernelFor<CpuContext, linear_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, linear_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, matmul_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, matmul_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, unary_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, unary_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, binary_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, binary_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, reshape_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, reshape_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, permute_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, permute_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, slice_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, slice_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, concat_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, concat_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, conv_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, conv_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, max_pool2d_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, max_pool2d_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, avg_pool2d_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, avg_pool2d_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, adaptive_avg_pool2d_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, adaptive_avg_pool2d_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, batch_norm_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, batch_norm_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, layer_norm_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, layer_norm_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, rms_norm_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, rms_norm_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, group_norm_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, group_norm_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, softmax_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, softmax_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, reduce_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, reduce_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, dropout_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, dropout_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, embedding_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, embedding_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, pad_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, pad_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, upsample_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, upsample_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, cast_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, cast_op<double>>);
-static_assert(BackwardKernelFor<CpuContext, attention_op<float>>);
-static_assert(BackwardKernelFor<CpuContext, attention_op<double>>);
 // Kernels whose prepared state is derived from parameter values refresh it after an optimizer step.
 static_assert(RefreshableKernel<CpuContext, linear_op<float>, LinearState>);
 static_assert(RefreshableKernel<CpuContext, linear_op<double>, LinearState>);

@@ -42,35 +42,6 @@ import :memory_plan;
 export namespace teeny {
 
 #if TEENY_TRAINING
-/// Prepares `op`'s backward kernel on `backend`: prepare_backward_kernel(op, args, backend, site)
-/// where the backend wants the LaunchSite (node, backward geometry), else without it.
-template <class B, class Op>
-  requires requires(B& backend, const Op& op, const typename Op::BackwardArgs& args, const LaunchSite& site) {
-    prepare_backward_kernel(op, args, backend, site);
-  } || requires(B& backend, const Op& op, const typename Op::BackwardArgs& args) {
-    prepare_backward_kernel(op, args, backend);
-  }
-auto prepare_backward_kernel_at(const Op& op, const typename Op::BackwardArgs& args, B& backend,
-                                const LaunchSite& site) {
-  if constexpr (requires { prepare_backward_kernel(op, args, backend, site); }) {
-    return prepare_backward_kernel(op, args, backend, site);
-  } else {
-    return prepare_backward_kernel(op, args, backend);
-  }
-}
-
-/// A backend `B` runs op `Op`'s backward: prepare_backward_kernel(op, args, backend[, site]) ->
-/// Result<State> once per plan, then run_backward_kernel(op, args, state, backend) per backward.
-template <class B, class Op>
-concept BackwardKernelFor = BackwardOp<Op> && requires(B& backend, const Op& op, const typename Op::BackwardArgs& args,
-                                                       const LaunchSite& site) {
-  requires is_result_v<std::remove_cvref_t<decltype(prepare_backward_kernel_at(op, args, backend, site))>>;
-  requires requires(
-      typename std::remove_cvref_t<decltype(prepare_backward_kernel_at(op, args, backend, site))>::value_type& state) {
-    run_backward_kernel(op, args, state, backend);
-  };
-};
-
 /// What decides a trainable model's next random draws (dropout masks): its seed and the number of
 /// training forwards it has run.
 struct RandomState {
@@ -234,10 +205,6 @@ struct backward_step_variant<B, std::variant<Ops...>> {
 };
 #endif
 
-template <class B, class Ops>
-inline constexpr bool backend_runs_all = false;
-template <class B, class... Ops>
-inline constexpr bool backend_runs_all<B, std::variant<Ops...>> = (check_kernel<B, Ops>() && ...);
 }  // namespace loaded_detail
 
 /// What loading made: sizes of the arena (with and without reuse) and of the parameters.
@@ -268,7 +235,9 @@ struct StepTime {
 
 template <class Backend, OpSetType Ops>
 class LoadedModel {
-  static_assert(loaded_detail::backend_runs_all<Backend, Ops>, "every op of the op set needs a kernel on the backend");
+  static_assert(runs_op_set<Backend, Ops>,
+                "every op of the op set needs a kernel on the backend (and, in training builds, a backward kernel "
+                "where it has a backward)");
 
  public:
   /// Named input/output of a graph and the DAG node that holds it.
