@@ -21,15 +21,18 @@ export namespace teeny {
 using teeny::bf16;
 using teeny::f16;
 
-/// Element type of a tensor. The order is stable (it indexes tables below).
-enum class DType : std::uint8_t { boolean, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64 };
-/// How many DType values there are (the last one + 1): every table indexed by one checks its size against it.
-inline constexpr std::size_t dtype_count = static_cast<std::size_t>(DType::f64) + 1;
+/// Element type of a tensor. The order is stable (it indexes tables below). `count` is not a dtype
+/// but how many there are: it stays last, so it cannot go stale, and every table indexed by a
+/// DType checks its size against it.
+enum class DType : std::uint8_t { boolean, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, count };
+inline constexpr std::size_t dtype_count = static_cast<std::size_t>(DType::count);
 
-inline constexpr auto all_dtypes =
-    std::to_array({DType::boolean, DType::i8, DType::i16, DType::i32, DType::i64, DType::u8, DType::u16, DType::u32,
-                   DType::u64, DType::f16, DType::bf16, DType::f32, DType::f64});
-static_assert(all_dtypes.size() == dtype_count, "all_dtypes lists every DType");
+/// Every dtype, in order.
+inline constexpr auto all_dtypes = [] {
+  std::array<DType, dtype_count> all{};
+  for (std::size_t i = 0; i < dtype_count; ++i) all[i] = static_cast<DType>(i);
+  return all;
+}();
 
 namespace dtype_detail {
 struct Info {
@@ -186,7 +189,8 @@ constexpr decltype(auto) visit_dtype(DType d, F&& fn) {
     case DType::f16: return fn(std::type_identity<f16>{});
     case DType::bf16: return fn(std::type_identity<bf16>{});
     case DType::f32: return fn(std::type_identity<float>{});
-    case DType::f64: break;
+    case DType::f64:
+    case DType::count: break;  // not a dtype
   }
   return fn(std::type_identity<double>{});
 }

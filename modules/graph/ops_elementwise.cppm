@@ -128,9 +128,10 @@ static_assert(GraphOpType<Hardswish>);
 
 // ---- arithmetic ------------------------------------------------------------------------------------
 
-enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
-/// How many BinaryOp values there are (the last one + 1): every table indexed by one checks its size against it.
-inline constexpr std::size_t binary_op_count = static_cast<std::size_t>(BinaryOp::minimum) + 1;
+/// An element-wise binary op: `count` is not one but how many there are (it stays last, so it
+/// cannot go stale; every table indexed by a BinaryOp checks its size against it).
+enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum, count };
+inline constexpr std::size_t binary_op_count = static_cast<std::size_t>(BinaryOp::count);
 constexpr std::string_view name(BinaryOp op) {
   switch (op) {
     case BinaryOp::add: return "add";
@@ -140,6 +141,7 @@ constexpr std::string_view name(BinaryOp op) {
     case BinaryOp::pow: return "pow";
     case BinaryOp::maximum: return "maximum";
     case BinaryOp::minimum: return "minimum";
+    case BinaryOp::count: break;
   }
   return "binary";
 }
@@ -158,9 +160,10 @@ struct Binary {
 };
 static_assert(GraphOpWithName<Binary>);
 
-enum class UnaryOp : std::uint8_t { exp, log, sqrt, abs, neg, reciprocal };
-/// How many UnaryOp values there are (the last one + 1): every table indexed by one checks its size against it.
-inline constexpr std::size_t unary_op_count = static_cast<std::size_t>(UnaryOp::reciprocal) + 1;
+/// An element-wise math function: `count` is not one but how many there are (it stays last, so it
+/// cannot go stale; every table indexed by a UnaryOp checks its size against it).
+enum class UnaryOp : std::uint8_t { exp, log, sqrt, abs, neg, reciprocal, count };
+inline constexpr std::size_t unary_op_count = static_cast<std::size_t>(UnaryOp::count);
 constexpr std::string_view name(UnaryOp op) {
   switch (op) {
     case UnaryOp::exp: return "exp";
@@ -169,6 +172,7 @@ constexpr std::string_view name(UnaryOp op) {
     case UnaryOp::abs: return "abs";
     case UnaryOp::neg: return "neg";
     case UnaryOp::reciprocal: return "reciprocal";
+    case UnaryOp::count: break;
   }
   return "unary";
 }

@@ -48,14 +48,16 @@ struct LogSoftmax {
 };
 static_assert(GraphOpType<LogSoftmax>);
 
-enum class ReduceOp : std::uint8_t { sum, mean, max };
-/// How many ReduceOp values there are (the last one + 1): every table indexed by one checks its size against it.
-inline constexpr std::size_t reduce_op_count = static_cast<std::size_t>(ReduceOp::max) + 1;
+/// A reduction: `count` is not one but how many there are (it stays last, so it cannot go stale;
+/// every table indexed by a ReduceOp checks its size against it).
+enum class ReduceOp : std::uint8_t { sum, mean, max, count };
+inline constexpr std::size_t reduce_op_count = static_cast<std::size_t>(ReduceOp::count);
 constexpr std::string_view name(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum: return "sum";
     case ReduceOp::mean: return "mean";
     case ReduceOp::max: return "max";
+    case ReduceOp::count: break;
   }
   return "reduce";
 }

@@ -149,14 +149,16 @@ struct Slice {
 };
 static_assert(GraphOpType<Slice>);
 
-enum class PadMode : std::uint8_t { constant, reflect, replicate };
-/// How many PadMode values there are (the last one + 1): every table indexed by one checks its size against it.
-inline constexpr std::size_t pad_mode_count = static_cast<std::size_t>(PadMode::replicate) + 1;
+/// How F.pad fills: `count` is not a mode but how many there are (it stays last, so it cannot go
+/// stale; every table indexed by a PadMode checks its size against it).
+enum class PadMode : std::uint8_t { constant, reflect, replicate, count };
+inline constexpr std::size_t pad_mode_count = static_cast<std::size_t>(PadMode::count);
 constexpr std::string_view name(PadMode m) {
   switch (m) {
     case PadMode::constant: return "constant";
     case PadMode::reflect: return "reflect";
     case PadMode::replicate: return "replicate";
+    case PadMode::count: break;
   }
   return "pad";
 }

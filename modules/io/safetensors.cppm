@@ -149,6 +149,7 @@ int writer_rank(DType d) {
     case DType::f64: return 10;
     case DType::i64: return 11;
     case DType::u64: return 12;
+    case DType::count: break;  // not a dtype
   }
   return 0;
 }

@@ -283,6 +283,17 @@ static_assert(BackwardOp<concat_op<float>>);
 
 using math::PadKind;
 
+/// The kernels' fill rule for a graph's pad mode.
+constexpr PadKind pad_kind(PadMode mode) {
+  switch (mode) {
+    case PadMode::constant: return PadKind::constant;
+    case PadMode::reflect: return PadKind::reflect;
+    case PadMode::replicate: return PadKind::replicate;
+    case PadMode::count: break;  // not a mode
+  }
+  return PadKind::constant;
+}
+
 template <Element T>
 struct PadArgs {
   TensorView<const T> x;
@@ -318,9 +329,7 @@ struct pad_op {
       return fail(Errc::shape_mismatch, "pads of ", attrs.pads.size(), " values for input ", x->shape, " and output ",
                   y->shape);
     }
-    constexpr PadKind kinds[] = {PadKind::constant, PadKind::reflect, PadKind::replicate};
-    static_assert(std::size(kinds) == pad_mode_count, "a PadKind for every PadMode");
-    Args args{*x, *yc, {}, kinds[static_cast<std::size_t>(attrs.mode)], convert_element<T>(attrs.value)};
+    Args args{*x, *yc, {}, pad_kind(attrs.mode), convert_element<T>(attrs.value)};
     for (std::size_t i = 0; i < attrs.pads.size() / 2; ++i) args.before[rank - 1 - i] = attrs.pads[2 * i];
     for (std::size_t d = 0; d < rank; ++d) {
       const std::size_t i = rank - 1 - d;  // pair index of dim d

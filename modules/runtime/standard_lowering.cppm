@@ -48,38 +48,50 @@ struct overloaded : F... {
 template <class... F>
 overloaded(F...) -> overloaded<F...>;
 
-// The graph ops that lower to unary_op (activation_of says which function).
-template <class Op>
-concept ActivationGraphOp =
-    std::same_as<Op, ReLU> || std::same_as<Op, LeakyReLU> || std::same_as<Op, GELU> || std::same_as<Op, SiLU> ||
-    std::same_as<Op, Sigmoid> || std::same_as<Op, Tanh> || std::same_as<Op, Softplus> || std::same_as<Op, ELU> ||
-    std::same_as<Op, Hardswish> || std::same_as<Op, Unary>;
+// The activations: every graph op that lowers to unary_op, with the function it computes. These
+// overloads are the one list; ActivationGraphOp and activation_of follow from them.
+using Activation = std::pair<UnaryFn, UnaryParams>;
+inline Activation activation(const ReLU&) { return {UnaryFn::relu, {}}; }
+inline Activation activation(const LeakyReLU& a) { return {UnaryFn::leaky_relu, {a.negative_slope, 0}}; }
+inline Activation activation(const GELU& a) {
+  return {a.approximate == GeluApproximate::tanh ? UnaryFn::gelu_tanh : UnaryFn::gelu_erf, {}};
+}
+inline Activation activation(const SiLU&) { return {UnaryFn::silu, {}}; }
+inline Activation activation(const Sigmoid&) { return {UnaryFn::sigmoid, {}}; }
+inline Activation activation(const Tanh&) { return {UnaryFn::tanh, {}}; }
+inline Activation activation(const Softplus& a) { return {UnaryFn::softplus, {a.beta, a.threshold}}; }
+inline Activation activation(const ELU& a) { return {UnaryFn::elu, {a.alpha, 0}}; }
+inline Activation activation(const Hardswish&) { return {UnaryFn::hardswish, {}}; }
+inline Activation activation(const Unary& u) {
+  switch (u.op) {
+    case UnaryOp::exp: return {UnaryFn::exp, {}};
+    case UnaryOp::log: return {UnaryFn::log, {}};
+    case UnaryOp::sqrt: return {UnaryFn::sqrt, {}};
+    case UnaryOp::abs: return {UnaryFn::abs, {}};
+    case UnaryOp::neg: return {UnaryFn::neg, {}};
+    case UnaryOp::reciprocal: return {UnaryFn::reciprocal, {}};
+    case UnaryOp::count: break;
+  }
+  return {UnaryFn::exp, {}};  // not reached: Unary's op is one of the above
+}
 
-// The activation a graph op computes, as a unary function, if it is one.
-inline std::optional<std::pair<UnaryFn, UnaryParams>> activation_of(const GraphOp& op) {
-  using R = std::optional<std::pair<UnaryFn, UnaryParams>>;
-  auto f = [](UnaryFn fn, UnaryParams p = {}) { return R(std::pair{fn, p}); };
-  return std::visit(overloaded{
-                        [&](const ReLU&) { return f(UnaryFn::relu); },
-                        [&](const LeakyReLU& a) { return f(UnaryFn::leaky_relu, {a.negative_slope, 0}); },
-                        [&](const GELU& a) {
-                          return f(a.approximate == GeluApproximate::tanh ? UnaryFn::gelu_tanh : UnaryFn::gelu_erf);
-                        },
-                        [&](const SiLU&) { return f(UnaryFn::silu); },
-                        [&](const Sigmoid&) { return f(UnaryFn::sigmoid); },
-                        [&](const Tanh&) { return f(UnaryFn::tanh); },
-                        [&](const Softplus& a) { return f(UnaryFn::softplus, {a.beta, a.threshold}); },
-                        [&](const ELU& a) { return f(UnaryFn::elu, {a.alpha, 0}); },
-                        [&](const Hardswish&) { return f(UnaryFn::hardswish); },
-                        [&](const Unary& u) {
-                          constexpr UnaryFn fns[] = {UnaryFn::exp, UnaryFn::log, UnaryFn::sqrt,
-                                                     UnaryFn::abs, UnaryFn::neg, UnaryFn::reciprocal};
-                          static_assert(std::size(fns) == unary_op_count, "one UnaryFn per UnaryOp");
-                          return f(fns[static_cast<std::size_t>(u.op)]);
-                        },
-                        [&](const auto&) { return R(); },
-                    },
-                    op);
+// A graph op that lowers to unary_op: one with an activation() above.
+template <class Op>
+concept ActivationGraphOp = requires(const Op& op) {
+  { activation(op) } -> std::same_as<Activation>;
+};
+
+// The activation a graph op computes, if it is one.
+inline std::optional<Activation> activation_of(const GraphOp& op) {
+  return std::visit(
+      []<class Op>(const Op& o) -> std::optional<Activation> {
+        if constexpr (ActivationGraphOp<Op>) {
+          return activation(o);
+        } else {
+          return std::nullopt;
+        }
+      },
+      op);
 }
 
 // Whether an op reads inputs of dtypes other than the compute type (Cast: any; Embedding: integer
@@ -109,16 +121,27 @@ inline std::int64_t split_start(const Split& s) {
 }
 
 inline ReduceFn reduce_fn(ReduceOp op) {
-  constexpr ReduceFn fns[] = {ReduceFn::sum, ReduceFn::mean, ReduceFn::max};
-  static_assert(std::size(fns) == reduce_op_count, "one ReduceFn per ReduceOp");
-  return fns[static_cast<std::size_t>(op)];
+  switch (op) {
+    case ReduceOp::sum: return ReduceFn::sum;
+    case ReduceOp::mean: return ReduceFn::mean;
+    case ReduceOp::max: return ReduceFn::max;
+    case ReduceOp::count: break;
+  }
+  return ReduceFn::sum;  // not reached
 }
 
 inline BinaryFn binary_fn(BinaryOp op) {
-  constexpr BinaryFn fns[] = {BinaryFn::add, BinaryFn::sub,     BinaryFn::mul,    BinaryFn::div,
-                              BinaryFn::pow, BinaryFn::maximum, BinaryFn::minimum};
-  static_assert(std::size(fns) == binary_op_count, "one BinaryFn per BinaryOp");
-  return fns[static_cast<std::size_t>(op)];
+  switch (op) {
+    case BinaryOp::add: return BinaryFn::add;
+    case BinaryOp::sub: return BinaryFn::sub;
+    case BinaryOp::mul: return BinaryFn::mul;
+    case BinaryOp::div: return BinaryFn::div;
+    case BinaryOp::pow: return BinaryFn::pow;
+    case BinaryOp::maximum: return BinaryFn::maximum;
+    case BinaryOp::minimum: return BinaryFn::minimum;
+    case BinaryOp::count: break;
+  }
+  return BinaryFn::add;  // not reached
 }
 }  // namespace lowering_detail
 
