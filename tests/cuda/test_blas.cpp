@@ -336,14 +336,6 @@ void check_gemm(void* handle, void* workspace, const TypeCase& tc, const Shape& 
   CHECK_MESSAGE(bad == 0, (std::to_string(bad) + " elements off, first " + first));
 }
 
-bool gpu_present() {
-  int count = 0;
-  const int e = ck::device_count(count);
-  if (e == 0 && count > 0) return true;
-  std::printf("SKIP (GPU GEMM): %s: %s\n", ck::error_name(e), ck::error_string(e));
-  return false;
-}
-
 // A handle and a workspace for the GPU cases.
 struct Session {
   void* handle = nullptr;
@@ -367,8 +359,8 @@ struct Session {
 
 }  // namespace
 
-TEST_CASE("cuda blas (GPU): GEMMs in every type, transpose, epilogue and batch layout match a host reference") {
-  if (!gpu_present()) return;
+TEST_CASE("cuda blas (GPU): GEMMs in every type, transpose, epilogue and batch layout match a host reference" *
+          doctest::test_suite("gpu")) {
   const Session session;
   const Shape shapes[] = {
       {37, 19, 23, 1, false, false, 0, 0, 0},
@@ -412,8 +404,8 @@ TEST_CASE("cuda blas (GPU): GEMMs in every type, transpose, epilogue and batch l
   }
 }
 
-TEST_CASE("cuda blas (GPU): a GEMM captured into a CUDA graph replays on the inputs' new values") {
-  if (!gpu_present()) return;
+TEST_CASE("cuda blas (GPU): a GEMM captured into a CUDA graph replays on the inputs' new values" *
+          doctest::test_suite("gpu")) {
   const Session session;
   const Shape s{37, 19, 23, 2, false, true, 0, 0, 0};
   std::mt19937 rng(7);

@@ -31,12 +31,6 @@ teeny::Graph built(teeny::Result<teeny::Graph> graph) {
   return std::move(*graph);
 }
 
-bool have_gpu() {
-  if (teeny::cuda::device_count() > 0) return true;
-  std::printf("SKIP (GPU models): %s\n", teeny::cuda::no_device_reason().c_str());
-  return false;
-}
-
 std::vector<float> logits_of(teeny::cuda::CudaModel& model, std::size_t count) {
   std::vector<float> out(count);
   auto copied = model.copy_output("logits", std::as_writable_bytes(std::span(out)));
@@ -115,8 +109,8 @@ TEST_CASE("cuda: load_cuda without a usable GPU fails, saying why") {
   CHECK(context.error().message().find("CUDA device 3") != std::string::npos);
 }
 
-TEST_CASE("cuda: the MLP, LeNet and ResNet-18 give PyTorch's logits on the GPU, eager and replayed") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda: the MLP, LeNet and ResNet-18 give PyTorch's logits on the GPU, eager and replayed" *
+          doctest::test_suite("gpu")) {
   // The tolerances of the CPU's model tests: the GPU's f32 sums run in yet another order.
   check_model("mlp", built(models::mlp()), 1, 1e-5, 1e-5);
   check_model("mlp", built(models::mlp()), 7, 1e-5, 1e-5);
@@ -126,8 +120,7 @@ TEST_CASE("cuda: the MLP, LeNet and ResNet-18 give PyTorch's logits on the GPU, 
   check_model("resnet18", built(models::resnet18(64)), 2, 1e-4, 1e-5);
 }
 
-TEST_CASE("cuda: a device model's errors name the input, the output and the sizes") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda: a device model's errors name the input, the output and the sizes" * doctest::test_suite("gpu")) {
   const teeny::Graph graph = built(models::mlp());
   auto model = teeny::cuda::load_cuda(graph, {{"batch", 2}});
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
@@ -152,7 +145,6 @@ TEST_CASE("cuda: a model lowered for training gets the CPU's gradients on the GP
     auto refused = teeny::cuda::load_cuda_for_training(graph, {{"batch", batch}});
     REQUIRE_FALSE(refused);
     CHECK(refused.error().message().find("CUDA device 0") != std::string::npos);
-    (void)have_gpu();
     return;
   }
   auto cpu = teeny::load_cpu_for_training<float>(graph, {{"batch", batch}});
@@ -259,8 +251,7 @@ TEST_CASE("cuda: the device optimizers refuse bad options before touching a GPU"
   CHECK(scaler.error().message().find("init_scale > 0") != std::string::npos);
 }
 
-TEST_CASE("cuda: AdamW steps on the GPU match the CPU AdamW's") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda: AdamW steps on the GPU match the CPU AdamW's" * doctest::test_suite("gpu")) {
   const teeny::Graph graph = built(models::lenet_bn());
   const fixtures::Model fx = fixtures::model("lenet");
   const std::int64_t batch = fx.x.shape()[0];
@@ -305,8 +296,8 @@ TEST_CASE("cuda: AdamW steps on the GPU match the CPU AdamW's") {
   }
 }
 
-TEST_CASE("cuda: a bf16 model steps through f32 master weights, and f16 loss scaling skips an overflow") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda: a bf16 model steps through f32 master weights, and f16 loss scaling skips an overflow" *
+          doctest::test_suite("gpu")) {
   const teeny::Graph graph = built(models::mlp());
   const fixtures::Model fx = fixtures::model("mlp");
   const std::int64_t batch = fx.x.shape()[0];
@@ -456,8 +447,8 @@ template class teeny::cuda::TrainingStep<teeny::cuda::CudaModelOf<teeny::f16>, t
 template teeny::Result<double> F16Step::operator()<teeny::f16>(std::span<const teeny::TensorRef>,
                                                                std::span<const teeny::f16>);
 
-TEST_CASE("cuda: device optimizers over parameter groups step as the CPU's and save and load their state") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda: device optimizers over parameter groups step as the CPU's and save and load their state" *
+          doctest::test_suite("gpu")) {
   const teeny::Graph graph = built(models::mlp());
   const fixtures::Model fx = fixtures::model("mlp");
   const std::int64_t batch = fx.x.shape()[0];
@@ -550,8 +541,8 @@ TEST_CASE("cuda: device optimizers over parameter groups step as the CPU's and s
   CHECK(unknown.error().message().find("'no.such.weight' is not a trained parameter") != std::string::npos);
 }
 
-TEST_CASE("cuda: a training step replayed as one CUDA graph matches the step run op by op") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda: a training step replayed as one CUDA graph matches the step run op by op" *
+          doctest::test_suite("gpu")) {
   const teeny::Graph graph = built(models::lenet_bn());
   const fixtures::Model fx = fixtures::model("lenet");
   const std::int64_t batch = fx.x.shape()[0];
@@ -610,8 +601,8 @@ TEST_CASE("cuda: a training step replayed as one CUDA graph matches the step run
       [](teeny::cuda::CudaModel& model) { return teeny::cuda::Adam<float>::create(model, {.lr = 0.05}); });
 }
 
-TEST_CASE("cuda: cross-entropy and MSE on the GPU give the CPU losses' values and gradients") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda: cross-entropy and MSE on the GPU give the CPU losses' values and gradients" *
+          doctest::test_suite("gpu")) {
   const teeny::Graph graph = built(models::mlp());
   const fixtures::Model fx = fixtures::model("mlp");
   const std::int64_t batch = fx.x.shape()[0];

@@ -2,12 +2,15 @@
 // with huge and symbolic dims, then ops with random attributes on random earlier values), then
 // build() and the built graph's parameter and summary queries. Every bad shape or attribute must
 // come back as an error value; shape inference must never overflow (UBSan) or crash.
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 import teeny;
 
@@ -99,117 +102,181 @@ class Reader {
   std::size_t at_ = 0;
 };
 
+// What a maker works with: the builder, the input, and the values made so far.
+struct Step {
+  teeny::GraphBuilder& b;
+  Reader& in;
+  std::vector<Value>& values;
+  Value pick() { return values.empty() ? Value{} : values[in.byte() % values.size()]; }
+};
+
+// One maker per graph op: it makes that op on x (and values picked from the earlier ones) through
+// the builder's call for it, with attributes from the input. Together they are the list the fuzzer
+// picks from, indexed by GraphOp's alternatives, so an op added to GraphOp without a maker here
+// does not compile (has_maker names it).
+template <class Op>
+using op_t = std::type_identity<Op>;
+Value make(op_t<teeny::Input>, Step& s, Value) {
+  return s.b.input("x" + std::to_string(s.values.size()), s.in.dtype(), teeny::Shape(s.in.dims(9)));
+}
+Value make(op_t<teeny::Cast>, Step& s, Value x) { return s.b.cast(x, s.in.dtype()); }
+Value make(op_t<teeny::Flatten>, Step& s, Value x) { return s.b.flatten(x, s.in.integer(), s.in.integer()); }
+Value make(op_t<teeny::Reshape>, Step& s, Value x) { return s.b.reshape(x, s.in.dims(9)); }
+Value make(op_t<teeny::Transpose>, Step& s, Value x) { return s.b.transpose(x, s.in.integer(), s.in.integer()); }
+Value make(op_t<teeny::Permute>, Step& s, Value x) { return s.b.permute(x, s.in.integers(9)); }
+Value make(op_t<teeny::Concat>, Step& s, Value x) {
+  std::vector<Value> xs{x};
+  for (int n = s.in.byte() % 4; n > 0; --n) xs.push_back(s.pick());
+  return s.b.concat(std::move(xs), s.in.integer());
+}
+Value make(op_t<teeny::Split>, Step& s, Value x) {  // split or chunk: every piece becomes a value
+  const std::vector<Value> pieces =
+      s.in.flag() ? s.b.split(x, s.in.integers(5), s.in.integer())
+                  : s.b.chunk(x, s.in.byte() % 9 == 8 ? s.in.integer() : s.in.byte() % 8, s.in.integer());
+  for (Value v : pieces) s.values.push_back(v);
+  return {};
+}
+Value make(op_t<teeny::Slice>, Step& s, Value x) {
+  return s.b.slice(x, s.in.integer(), s.in.maybe(), s.in.maybe(), s.in.integer());
+}
+Value make(op_t<teeny::Pad>, Step& s, Value x) {
+  return s.b.pad(x, s.in.integers(8), static_cast<teeny::PadMode>(s.in.byte() % teeny::pad_mode_count), s.in.real());
+}
+Value make(op_t<teeny::Upsample>, Step& s, Value x) {
+  return s.in.flag() ? s.b.upsample(x, s.in.real()) : s.b.upsample(x, s.in.real(), s.in.real());
+}
+Value make(op_t<teeny::Linear>, Step& s, Value x) { return s.b.linear(x, s.in.integer(), s.in.flag()); }
+Value make(op_t<teeny::MatMul>, Step& s, Value x) { return s.b.matmul(x, s.pick()); }
+Value make(op_t<teeny::Conv1d>, Step& s, Value x) {
+  Reader& in = s.in;
+  return s.b.conv1d(x, in.integer(), in.integer(),
+                    {.stride = in.integer(),
+                     .padding = in.integer(),
+                     .dilation = in.integer(),
+                     .groups = in.integer(),
+                     .bias = in.flag()});
+}
+Value make(op_t<teeny::Conv2d>, Step& s, Value x) {
+  Reader& in = s.in;
+  return s.b.conv2d(
+      x, in.integer(), in.size2(),
+      {.stride = in.size2(), .padding = in.size2(), .dilation = in.size2(), .groups = in.integer(), .bias = in.flag()});
+}
+Value make(op_t<teeny::MaxPool2d>, Step& s, Value x) {
+  teeny::Pool2dOptions o;
+  if (s.in.flag()) o.stride = s.in.size2();
+  o.padding = s.in.size2();
+  o.dilation = s.in.size2();
+  o.ceil_mode = s.in.flag();
+  return s.b.max_pool2d(x, s.in.size2(), o);
+}
+Value make(op_t<teeny::AvgPool2d>, Step& s, Value x) {
+  teeny::AvgPool2dOptions o;
+  if (s.in.flag()) o.stride = s.in.size2();
+  o.padding = s.in.size2();
+  o.ceil_mode = s.in.flag();
+  o.count_include_pad = s.in.flag();
+  o.divisor_override = s.in.maybe();
+  return s.b.avg_pool2d(x, s.in.size2(), o);
+}
+Value make(op_t<teeny::AdaptiveAvgPool2d>, Step& s, Value x) { return s.b.adaptive_avg_pool2d(x, s.in.size2()); }
+Value make(op_t<teeny::BatchNorm>, Step& s, Value x) {
+  Reader& in = s.in;
+  return in.flag() ? s.b.batch_norm1d(x, {.eps = in.real(), .momentum = in.real(), .affine = in.flag()})
+                   : s.b.batch_norm2d(x, {.eps = in.real(), .affine = in.flag(), .track_running_stats = in.flag()});
+}
+Value make(op_t<teeny::LayerNorm>, Step& s, Value x) {
+  return s.b.layer_norm(x, s.in.integers(4), {.eps = s.in.real(), .elementwise_affine = s.in.flag()});
+}
+Value make(op_t<teeny::RMSNorm>, Step& s, Value x) {
+  return s.b.rms_norm(x, s.in.integers(4), {.eps = s.in.real(), .elementwise_affine = s.in.flag()});
+}
+Value make(op_t<teeny::GroupNorm>, Step& s, Value x) {
+  return s.b.group_norm(x, s.in.integer(), {.eps = s.in.real(), .affine = s.in.flag()});
+}
+Value make(op_t<teeny::Embedding>, Step& s, Value x) {
+  return s.b.embedding(x, s.in.integer(), s.in.integer(), {.padding_idx = s.in.maybe(), .dtype = s.in.dtype()});
+}
+Value make(op_t<teeny::Dropout>, Step& s, Value x) { return s.b.dropout(x, s.in.real()); }
+Value make(op_t<teeny::Attention>, Step& s, Value x) {
+  return s.b.attention(x, s.pick(), s.pick(), {.causal = s.in.flag(), .scale = s.in.real()});
+}
+Value make(op_t<teeny::ReLU>, Step& s, Value x) { return s.b.relu(x); }
+Value make(op_t<teeny::LeakyReLU>, Step& s, Value x) { return s.b.leaky_relu(x, s.in.real()); }
+Value make(op_t<teeny::GELU>, Step& s, Value x) {
+  return s.b.gelu(x, s.in.flag() ? teeny::GeluApproximate::tanh : teeny::GeluApproximate::none);
+}
+Value make(op_t<teeny::SiLU>, Step& s, Value x) { return s.b.silu(x); }
+Value make(op_t<teeny::Sigmoid>, Step& s, Value x) { return s.b.sigmoid(x); }
+Value make(op_t<teeny::Tanh>, Step& s, Value x) { return s.b.tanh(x); }
+Value make(op_t<teeny::Softplus>, Step& s, Value x) { return s.b.softplus(x, s.in.real(), s.in.real()); }
+Value make(op_t<teeny::ELU>, Step& s, Value x) { return s.b.elu(x, s.in.real()); }
+Value make(op_t<teeny::Hardswish>, Step& s, Value x) { return s.b.hardswish(x); }
+Value make(op_t<teeny::Softmax>, Step& s, Value x) { return s.b.softmax(x, s.in.integer()); }
+Value make(op_t<teeny::LogSoftmax>, Step& s, Value x) { return s.b.log_softmax(x, s.in.integer()); }
+Value make(op_t<teeny::Binary>, Step& s, Value x) {
+  switch (s.in.byte() % 5) {
+    case 0: return s.b.add(x, s.pick());
+    case 1: return s.b.mul(x, s.pick());
+    case 2: return s.b.pow(x, s.pick());
+    case 3: return s.b.maximum(x, s.pick());
+    default: return s.b.sub(x, s.pick()).named(s.in.flag() ? "x0" : "renamed");  // names may clash
+  }
+}
+Value make(op_t<teeny::Unary>, Step& s, Value x) { return s.b.exp(x); }
+Value make(op_t<teeny::Reduce>, Step& s, Value x) {
+  switch (s.in.byte() % 3) {
+    case 0: return s.b.sum(x, s.in.integers(4), s.in.flag());
+    case 1: return s.b.mean(x, s.in.integers(4), s.in.flag());
+    default: return s.b.max(x, s.in.integers(4), s.in.flag());
+  }
+}
+
+template <class Op>
+concept has_maker = requires(Step& s, Value x) {
+  { make(op_t<Op>{}, s, x) } -> std::same_as<Value>;
+};
+// User ops (CustomOp) are the consumer project's to test; every other alternative needs a maker.
+template <class Op>
+Value make_alternative(Step& s, Value x) {
+  if constexpr (std::same_as<Op, teeny::CustomOp>) {
+    return {};
+  } else if constexpr (!has_maker<Op>) {
+    static_assert(has_maker<Op>, "every graph op needs a maker in tests/fuzz/fuzz_graph.cpp");
+    return {};
+  } else {
+    return make(op_t<Op>{}, s, x);
+  }
+}
+template <std::size_t... I>
+Value make_nth(std::size_t n, Step& s, Value x, std::index_sequence<I...>) {
+  Value made;
+  (void)((n == I && (made = make_alternative<std::variant_alternative_t<I, teeny::GraphOp>>(s, x), true)) || ...);
+  return made;
+}
+constexpr std::size_t graph_op_count = std::variant_size_v<teeny::GraphOp>;
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader in(data, size);
   teeny::GraphBuilder b;
   std::vector<Value> values;
-  auto pick = [&]() -> Value { return values.empty() ? Value{} : values[in.byte() % values.size()]; };
+  Step step{b, in, values};
 
   const int inputs = 1 + in.byte() % 3;
   for (int i = 0; i < inputs; ++i) {
     values.push_back(b.input("x" + std::to_string(i), in.dtype(), teeny::Shape(in.dims(9))));
   }
-  for (int step = 0; step < 48 && !in.done(); ++step) {
-    Value x = pick();
+  for (int n = 0; n < 48 && !in.done(); ++n) {
+    Value x = step.pick();
     Value made;
-    switch (in.byte() % 44) {
-      case 0: made = b.linear(x, in.integer(), in.flag()); break;
-      case 1: made = b.matmul(x, pick()); break;
-      case 2:
-        made = b.conv1d(x, in.integer(), in.integer(),
-                        {.stride = in.integer(),
-                         .padding = in.integer(),
-                         .dilation = in.integer(),
-                         .groups = in.integer(),
-                         .bias = in.flag()});
-        break;
-      case 3:
-        made = b.conv2d(x, in.integer(), in.size2(),
-                        {.stride = in.size2(),
-                         .padding = in.size2(),
-                         .dilation = in.size2(),
-                         .groups = in.integer(),
-                         .bias = in.flag()});
-        break;
-      case 4: {
-        teeny::Pool2dOptions o;
-        if (in.flag()) o.stride = in.size2();
-        o.padding = in.size2();
-        o.dilation = in.size2();
-        o.ceil_mode = in.flag();
-        made = b.max_pool2d(x, in.size2(), o);
-        break;
-      }
-      case 5: {
-        teeny::AvgPool2dOptions o;
-        if (in.flag()) o.stride = in.size2();
-        o.padding = in.size2();
-        o.ceil_mode = in.flag();
-        o.count_include_pad = in.flag();
-        o.divisor_override = in.maybe();
-        made = b.avg_pool2d(x, in.size2(), o);
-        break;
-      }
-      case 6: made = b.adaptive_avg_pool2d(x, in.size2()); break;
-      case 7: made = b.batch_norm1d(x, {.eps = in.real(), .momentum = in.real(), .affine = in.flag()}); break;
-      case 8:
-        made = b.batch_norm2d(x, {.eps = in.real(), .affine = in.flag(), .track_running_stats = in.flag()});
-        break;
-      case 9: made = b.layer_norm(x, in.integers(4), {.eps = in.real(), .elementwise_affine = in.flag()}); break;
-      case 10: made = b.rms_norm(x, in.integers(4), {.eps = in.real(), .elementwise_affine = in.flag()}); break;
-      case 11: made = b.group_norm(x, in.integer(), {.eps = in.real(), .affine = in.flag()}); break;
-      case 12:
-        made = b.embedding(x, in.integer(), in.integer(), {.padding_idx = in.maybe(), .dtype = in.dtype()});
-        break;
-      case 13: made = b.dropout(x, in.real()); break;
-      case 14: made = b.attention(x, pick(), pick(), {.causal = in.flag(), .scale = in.real()}); break;
-      case 15: made = b.relu(x); break;
-      case 16: made = b.leaky_relu(x, in.real()); break;
-      case 17: made = b.gelu(x, in.flag() ? teeny::GeluApproximate::tanh : teeny::GeluApproximate::none); break;
-      case 18: made = b.softplus(x, in.real(), in.real()); break;
-      case 19: made = b.softmax(x, in.integer()); break;
-      case 20: made = b.log_softmax(x, in.integer()); break;
-      case 21: made = b.add(x, pick()); break;
-      case 22: made = b.mul(x, pick()); break;
-      case 23: made = b.pow(x, pick()); break;
-      case 24: made = b.maximum(x, pick()); break;
-      case 25: made = b.exp(x); break;
-      case 26: made = b.sum(x, in.integers(4), in.flag()); break;
-      case 27: made = b.mean(x, in.integers(4), in.flag()); break;
-      case 28: made = b.max(x, in.integers(4), in.flag()); break;
-      case 29: made = b.flatten(x, in.integer(), in.integer()); break;
-      case 30: made = b.reshape(x, in.dims(9)); break;
-      case 31: made = b.transpose(x, in.integer(), in.integer()); break;
-      case 32: made = b.permute(x, in.integers(9)); break;
-      case 33: {
-        std::vector<Value> xs{x};
-        for (int n = in.byte() % 4; n > 0; --n) xs.push_back(pick());
-        made = b.concat(std::move(xs), in.integer());
-        break;
-      }
-      case 34:
-        for (Value v : b.split(x, in.integers(5), in.integer())) values.push_back(v);
-        break;
-      case 35:
-        for (Value v : b.chunk(x, in.byte() % 9 == 8 ? in.integer() : in.byte() % 8, in.integer())) {
-          values.push_back(v);
-        }
-        break;
-      case 36: made = b.slice(x, in.integer(), in.maybe(), in.maybe(), in.integer()); break;
-      case 37: {
-        static constexpr teeny::PadMode modes[] = {teeny::PadMode::constant, teeny::PadMode::reflect,
-                                                   teeny::PadMode::replicate};
-        made = b.pad(x, in.integers(8), modes[in.byte() % 3], in.real());
-        break;
-      }
-      case 38: made = b.upsample(x, in.real()); break;
-      case 39: made = b.upsample(x, in.real(), in.real()); break;
-      case 40: made = b.cast(x, in.dtype()); break;
-      case 41: made = b.sub(x, pick()).named(in.flag() ? "x0" : "renamed"); break;
-      case 42: made = b.sigmoid(b.tanh(b.silu(b.hardswish(b.elu(x, in.real()))))); break;
-      case 43: b.output("out" + std::to_string(in.byte() % 4), x); break;
+    // One choice past the ops: an output, named out0..out3 (names may repeat).
+    const std::size_t choice = in.byte() % (graph_op_count + 1);
+    if (choice == graph_op_count) {
+      b.output("out" + std::to_string(in.byte() % 4), x);
+    } else {
+      made = make_nth(choice, step, x, std::make_index_sequence<graph_op_count>{});
     }
     if (made.valid()) values.push_back(made);
   }
