@@ -13,6 +13,9 @@ import teeny.ops;
 import teeny.cpu;
 import :standard_lowering;
 import :loaded_model;
+#if TEENY_TRAINING
+import :training;
+#endif
 
 export namespace teeny {
 

@@ -5,7 +5,9 @@
 // concrete shape, one activation arena whose bytes are reused by liveness (memory_plan), the
 // parameter buffers, and every step's typed kernel arguments and prepared kernel state (e.g. packed
 // weights). forward() then only copies the inputs in and runs the steps: no heap allocation.
-// Inputs of other sizes get (and keep) a plan of their own, built on first use.
+// Inputs of other sizes get (and keep) a plan of their own, built on first use. What a backend may
+// offer besides kernels is :backend's; in training builds the backward members declared here are
+// defined in :training.
 //
 //   auto model = LoadedModel<CpuContext, standard_ops<float>>::load(graph, std::move(*lowered),
 //                                                                  CpuContext({.threads = 2}), {{"batch", 64}});
@@ -38,200 +40,9 @@ import teeny.graph;
 import teeny.model;
 import teeny.io;
 import :memory_plan;
+import :backend;
 
 export namespace teeny {
-
-#if TEENY_TRAINING
-/// What decides a trainable model's next random draws (dropout masks): its seed and the number of
-/// training forwards it has run.
-struct RandomState {
-  std::uint64_t seed = 0;
-  std::uint64_t step = 0;
-};
-
-/// A kernel whose prepared state depends on parameter values (a packed weight) refreshes it in
-/// place when they change: refresh_kernel(op, args, state, backend) -> Result<void>. A trainable
-/// model calls it before every forward, since an optimizer step changes them.
-template <class B, class Op, class State>
-concept RefreshableKernel = requires(B& backend, const Op& op, const typename Op::Args& args, State& state) {
-  { refresh_kernel(op, args, state, backend) } -> std::same_as<Result<void>>;
-};
-#endif
-
-/// A backend whose tensors live in memory of its own (a GPU's). LoadedModel then takes the
-/// activation arena and the parameters' memory from it (`allocate`, giving a B::Memory that owns
-/// it and whose data() points at it), copies weights and inputs in with `upload` and outputs out
-/// with `download`; it keeps a host copy of the parameters (parameters(), save_weights). Without
-/// these members a backend computes in host memory.
-template <class B>
-concept DeviceMemoryBackend = requires(B& backend, std::size_t bytes, void* to, const void* from) {
-  { backend.allocate(bytes) } -> std::same_as<Result<typename B::Memory>>;
-  { backend.upload(to, from, bytes) } -> std::same_as<Result<void>>;
-  { backend.download(to, from, bytes) } -> std::same_as<Result<void>>;
-  { std::declval<typename B::Memory&>().data() } -> std::convertible_to<void*>;
-};
-
-/// A device backend that can train a model: besides its memory it zeroes that memory (gradient
-/// buffers, which backward adds to), in order with the kernels it runs.
-template <class B>
-concept DeviceTrainingBackend = DeviceMemoryBackend<B> && requires(B& backend, void* to, std::size_t bytes) {
-  { backend.zero(to, bytes) } -> std::same_as<Result<void>>;
-};
-
-/// A device backend that also copies within its own memory, in order with the kernels it runs:
-/// a model on it can take inputs that are already in device memory (forward_on_device).
-template <class B>
-concept DeviceCopyBackend =
-    DeviceMemoryBackend<B> && requires(B& backend, void* to, const void* from, std::size_t bytes) {
-      { backend.copy_on_device(to, from, bytes) } -> std::same_as<Result<void>>;
-    };
-
-/// A backend that can record a forward's kernel launches once and replay them as one (a CUDA
-/// graph): begin_capture(), then the launches (recorded, not run), end_capture() -> the graph;
-/// replay(graph) runs them all again, on the same memory.
-template <class B>
-concept GraphBackend = requires(B& backend, typename B::Graph& graph) {
-  { backend.begin_capture() } -> std::same_as<Result<void>>;
-  { backend.end_capture() } -> std::same_as<Result<typename B::Graph>>;
-  { backend.replay(graph) } -> std::same_as<Result<void>>;
-};
-
-#if TEENY_TRAINING
-/// What a training step queues besides the model's own passes, for LoadedModel::training_step:
-/// stage() runs every step once the inputs are in and the plan is chosen (host work, copies to
-/// device memory; never captured); queue_loss() follows the forward (a loss writing the output
-/// gradients), queue_update() the backward (an optimizer's updates). The queue functions only
-/// queue device work, which reads its per-step values from memory stage() wrote: under graph
-/// replay they run only while the step is captured. capture_key() names what they queue (their
-/// buffers included): a plan's captured step is captured again when it changes.
-template <class P>
-concept TrainingStepParts = requires(P& parts) {
-  { parts.stage() } -> std::same_as<Result<void>>;
-  { parts.queue_loss() } -> std::same_as<Result<void>>;
-  { parts.queue_update() } -> std::same_as<Result<void>>;
-  { parts.capture_key() } -> std::convertible_to<std::uint64_t>;
-};
-#endif
-
-/// A backend whose run_kernel can fail (a launch refused by the driver) keeps the first failure
-/// and hands it over, clearing it, in take_error(): forward returns it.
-template <class B>
-concept ReportsRunErrors = requires(B& backend) {
-  { backend.take_error() } -> std::same_as<Result<void>>;
-};
-
-namespace loaded_detail {
-// The memory a plan's arena and (on a device) the parameters live in.
-template <class B>
-struct memory_of {
-  using type = Buffer;
-};
-template <DeviceMemoryBackend B>
-struct memory_of<B> {
-  using type = typename B::Memory;
-};
-template <class B>
-struct graph_of {
-  using type = std::monostate;
-};
-template <GraphBackend B>
-struct graph_of<B> {
-  using type = typename B::Graph;
-};
-
-// The prepared state of Op's kernel on B (a placeholder when B has no kernel for Op: LoadedModel
-// then stops at its static_assert, not on errors about this type).
-struct NoKernel {};
-template <class B, class Op>
-struct kernel_state {
-  using type = NoKernel;
-};
-template <class B, class Op>
-  requires KernelFor<B, Op>
-struct kernel_state<B, Op> {
-  using type = typename std::remove_cvref_t<decltype(prepare_kernel_at(
-      std::declval<const Op&>(), std::declval<const typename Op::Args&>(), std::declval<B&>(),
-      std::declval<const LaunchSite&>()))>::value_type;
-};
-
-// A plan step: the op, and per launch its bound arguments, grid and prepared kernel state (a
-// concat launches once per input; inputs: nothing to run).
-template <class B, class Op>
-struct Step {
-  const Op* op = nullptr;
-  std::vector<typename Op::Args> args;
-  std::vector<Dim3> grids;
-  std::vector<typename kernel_state<B, Op>::type> states;
-};
-template <class B>
-struct Step<B, InputOp> {
-  const InputOp* op = nullptr;
-};
-
-template <class B, class Ops>
-struct step_variant;
-template <class B, class... Ops>
-struct step_variant<B, std::variant<Ops...>> {
-  using type = std::variant<Step<B, Ops>...>;
-};
-
-#if TEENY_TRAINING
-template <class B, class Op>
-struct backward_state {
-  using type = typename std::remove_cvref_t<decltype(prepare_backward_kernel_at(
-      std::declval<const Op&>(), std::declval<const typename Op::BackwardArgs&>(), std::declval<B&>(),
-      std::declval<const LaunchSite&>()))>::value_type;
-};
-
-// A backward plan step: the op's backward arguments and state, one per backward launch, and the
-// gradient buffers whose life starts here (cleared before the op accumulates into them). Ops the
-// backend cannot differentiate have no backward step (a training load refuses them where a
-// gradient would have to pass).
-template <class B, class Op>
-struct BackwardStep {};
-template <class B, class Op>
-  requires BackwardKernelFor<B, Op>
-struct BackwardStep<B, Op> {
-  const Op* op = nullptr;
-  std::vector<typename Op::BackwardArgs> args;
-  std::vector<typename backward_state<B, Op>::type> states;
-};
-
-template <class B, class Ops>
-struct backward_step_variant;
-template <class B, class... Ops>
-struct backward_step_variant<B, std::variant<Ops...>> {
-  using type = std::variant<BackwardStep<B, Ops>...>;
-};
-#endif
-
-}  // namespace loaded_detail
-
-/// What loading made: sizes of the arena (with and without reuse) and of the parameters.
-struct PlanStats {
-  std::size_t steps = 0;              // kernel launches per forward
-  std::size_t arena_bytes = 0;        // activation arena, memory reused by liveness
-  std::size_t naive_arena_bytes = 0;  // one buffer per value
-  std::size_t parameter_bytes = 0;
-  std::int64_t parameter_count = 0;  // elements of all parameter buffers
-};
-
-#if TEENY_TRAINING
-/// A trained parameter of a model lowered for training: its state_dict key, its values and the
-/// gradient backward accumulates into (same dtype and shape). Both point into the model.
-struct ParameterGradient {
-  std::string_view key;
-  TensorBinding value;
-  TensorBinding grad;
-};
-#endif
-
-/// Wall time of one DAG node's kernel launches, summed over the forwards run while profiling.
-struct StepTime {
-  std::string node;  // the DAG node's name (a graph node's, or a fused group's)
-  std::string op;    // its op, as name_of() spells it
-  std::int64_t nanoseconds = 0;
-};
 
 template <class Backend, OpSetType Ops>
 class LoadedModel {
@@ -600,35 +411,12 @@ class LoadedModel {
 
   /// dL/d(output `name`) of the last forward, in the arena, zeroed by every forward: the loss
   /// writes its gradient here before backward(). Outputs not written contribute nothing.
-  Result<TensorBinding> output_grad(std::string_view name) const {
-    if (!trainable()) return not_trainable();
-    auto node = find_port(outputs_, name);
-    if (!node) {
-      return fail(Errc::not_found, "the model has no output '", name, "' (outputs: ", port_names(outputs_), ")");
-    }
-    if (current_->grads[*node].data == nullptr) {
-      return fail(Errc::invalid_argument, "no gradient flows back from output '", name,
-                  "': no trained parameter comes before it");
-    }
-    return current_->grads[*node];
-  }
+  Result<TensorBinding> output_grad(std::string_view name) const;
 
   /// Backpropagates the output gradients through the last forward, in reverse topological order,
   /// adding each parameter's gradient to its buffer (gradients accumulate until zero_grad(), as in
   /// PyTorch). Allocates nothing.
-  Result<void> backward() {
-    if (!trainable()) return not_trainable();
-    if (!forward_ran_) return fail(Errc::invalid_argument, "backward() needs a forward() first");
-    forward_ran_ = false;  // the activations a backward reads are the last forward's
-    if constexpr (GraphBackend<Backend>) {
-      if (graph_replay_) {
-        return replay_captured(current_->backward_graph, "the backward", [&] { return run_backward_steps(); });
-      }
-    }
-    if (auto ran = run_backward_steps(); !ran) return ran;
-    if constexpr (ReportsRunErrors<Backend>) return backend_->take_error();
-    return ok();
-  }
+  Result<void> backward();
 
   /// One training step as a unit, on a device backend: the forward on `inputs`, the loss
   /// (parts.queue_loss()), the parameter gradients zeroed, the backward and the update
@@ -639,126 +427,31 @@ class LoadedModel {
   /// forward's outputs stay readable until the next forward.
   template <TrainingStepParts Parts>
   Result<void> training_step(std::span<const TensorRef> inputs, Parts& parts)
-    requires DeviceTrainingBackend<Backend>
-  {
-    if (!trainable()) return not_trainable();
-    forward_ran_ = false;  // the backward is the step's own
-    if (auto staged = stage_inputs(inputs, false); !staged) return staged;
-    if (auto started = start_training_forward(); !started) return started;
-    if (auto staged = parts.stage(); !staged) return staged;
-    const auto queue = [&]() -> Result<void> {
-      run_steps();
-      if (auto cleared = clear_output_grads(); !cleared) return cleared;
-      if (auto loss = parts.queue_loss(); !loss) return std::move(loss).error().context("the loss");
-      if (auto cleared = zero_grad(); !cleared) return cleared;
-      if (auto ran = run_backward_steps(); !ran) return ran;
-      if (auto update = parts.queue_update(); !update) return std::move(update).error().context("the update");
-      return ok();
-    };
-    if constexpr (GraphBackend<Backend>) {
-      if (graph_replay_) {
-        const auto key = static_cast<std::uint64_t>(parts.capture_key());
-        if (current_->step_key != key) {
-          current_->step_graph.reset();
-          current_->step_key = key;
-        }
-        return replay_captured(current_->step_graph, "the training step", queue);
-      }
-    }
-    if (auto ran = queue(); !ran) return ran;
-    if constexpr (ReportsRunErrors<Backend>) return backend_->take_error();
-    return ok();
-  }
+    requires DeviceTrainingBackend<Backend>;
 
   /// Sets every parameter gradient to zero.
   void zero_grad()
-    requires(!DeviceMemoryBackend<Backend>)
-  {
-    for (auto& p : params_) {
-      if (p.trainable) std::memset(p.grad.data(), 0, p.grad.bytes());
-    }
-  }
+    requires(!DeviceMemoryBackend<Backend>);
   /// Sets every parameter gradient to zero, in device memory (queued with the kernels).
   Result<void> zero_grad()
-    requires DeviceMemoryBackend<Backend>
-  {
-    for (auto& p : params_) {
-      if (!p.trainable) continue;
-      if (auto cleared = clear({p.device_grad, p.tensor.dtype(), p.tensor.shape(), 0}); !cleared) {
-        return std::move(cleared).error().context(cat("the gradient of '", p.key, "'"));
-      }
-    }
-    return ok();
-  }
+    requires DeviceMemoryBackend<Backend>;
 
   /// The trained parameters (buffers such as running statistics left out), in DAG order, with
   /// their gradients: host memory, which the optimizers of teeny.train update. (A device
   /// backend's are in device_parameter_gradients().)
   std::vector<ParameterGradient> parameter_gradients()
-    requires(!DeviceMemoryBackend<Backend>)
-  {
-    std::vector<ParameterGradient> out;
-    for (auto& p : params_) {
-      if (!p.trainable) continue;
-      out.push_back({p.key,
-                     {p.tensor.data(), p.tensor.dtype(), p.tensor.shape(), 0},
-                     {p.grad.data(), p.grad.dtype(), p.grad.shape(), 0}});
-    }
-    return out;
-  }
+    requires(!DeviceMemoryBackend<Backend>);
   /// A device backend's trained parameters and their gradients, in device memory.
   std::vector<ParameterGradient> device_parameter_gradients()
-    requires DeviceMemoryBackend<Backend>
-  {
-    std::vector<ParameterGradient> out;
-    for (auto& p : params_) {
-      if (!p.trainable) continue;
-      out.push_back({p.key,
-                     {p.device, p.tensor.dtype(), p.tensor.shape(), 0},
-                     {p.device_grad, p.tensor.dtype(), p.tensor.shape(), 0}});
-    }
-    return out;
-  }
+    requires DeviceMemoryBackend<Backend>;
 
   /// Copies trained parameter `key`'s gradient into `out`, which must hold exactly its bytes: from
   /// device memory on a device backend.
-  Result<void> copy_gradient(std::string_view key, std::span<std::byte> out) const {
-    for (const Param& p : params_) {
-      if (p.key != key) continue;
-      if (!p.trainable) return fail(Errc::invalid_argument, "parameter '", key, "' is not trained: it has no gradient");
-      if (out.size() != p.tensor.bytes()) {
-        return fail(Errc::invalid_argument, "the gradient of '", key, "' (", p.tensor.dtype(), " ", p.tensor.shape(),
-                    ") has ", p.tensor.bytes(), " bytes, but the buffer given for it has ", out.size());
-      }
-      if constexpr (DeviceMemoryBackend<Backend>) {
-        if (out.empty()) return ok();
-        return backend_->download(out.data(), p.device_grad, out.size());
-      } else {
-        std::memcpy(out.data(), p.grad.data(), out.size());
-        return ok();
-      }
-    }
-    return fail(Errc::not_found, "the model has no parameter '", key, "'");
-  }
+  Result<void> copy_gradient(std::string_view key, std::span<std::byte> out) const;
 
   /// Sets dL/d(output `name`) of the last forward from `grad` (exactly its bytes; a host buffer):
   /// what a loss computed on the host hands to backward(). (output_grad gives where it lives.)
-  Result<void> set_output_grad(std::string_view name, std::span<const std::byte> grad) {
-    auto binding = output_grad(name);
-    if (!binding) return std::move(binding).error();
-    const std::size_t bytes = static_cast<std::size_t>(binding->shape.numel()) * size_of(binding->dtype);
-    if (grad.size() != bytes) {
-      return fail(Errc::invalid_argument, "the gradient of output '", name, "' (", binding->dtype, " ", binding->shape,
-                  ") has ", bytes, " bytes, but the buffer given for it has ", grad.size());
-    }
-    if (bytes == 0) return ok();
-    if constexpr (DeviceMemoryBackend<Backend>) {
-      return backend_->upload(binding->data, grad.data(), bytes);
-    } else {
-      std::memcpy(binding->data, grad.data(), bytes);
-      return ok();
-    }
-  }
+  Result<void> set_output_grad(std::string_view name, std::span<const std::byte> grad);
 #endif
 
  private:
@@ -1300,40 +993,11 @@ class LoadedModel {
   }
   // Queues the current plan's backward: each gradient buffer cleared where its life starts, then
   // the backward kernels, in reverse topological order.
-  Result<void> run_backward_steps() {
-    for (auto& step : current_->backward) {
-      for (const TensorBinding& grad : step.first_use) {
-        if (auto cleared = clear(grad); !cleared) return cleared;
-      }
-      std::visit(
-          [&]<class Op>(loaded_detail::BackwardStep<Backend, Op>& s) {
-            if constexpr (BackwardKernelFor<Backend, Op>) {
-              for (std::size_t i = 0; i < s.args.size(); ++i)
-                run_backward_kernel(*s.op, s.args[i], s.states[i], *backend_);
-            }
-          },
-          step.step);
-    }
-    return ok();
-  }
+  Result<void> run_backward_steps();
   // The output gradients start each forward at zero: a loss writes those it has a gradient for.
-  Result<void> clear_output_grads() {
-    for (const Port& port : outputs_) {
-      if (auto cleared = clear(current_->grads[port.node]); !cleared) return cleared;
-    }
-    return ok();
-  }
+  Result<void> clear_output_grads();
   // Zeroes a gradient buffer: through the backend on a device.
-  Result<void> clear(const TensorBinding& t) {
-    const std::size_t bytes = static_cast<std::size_t>(t.shape.numel()) * size_of(t.dtype);
-    if (t.data == nullptr || bytes == 0) return ok();
-    if constexpr (DeviceTrainingBackend<Backend>) {
-      return backend_->zero(t.data, bytes);
-    } else {
-      std::memset(t.data, 0, bytes);
-      return ok();
-    }
-  }
+  Result<void> clear(const TensorBinding& t);
   // The memory a trained parameter's gradient lives in: a device backend's own.
   static void* grad_data(Param& p) {
     if constexpr (DeviceMemoryBackend<Backend>) {
@@ -1346,130 +1010,15 @@ class LoadedModel {
   // Which DAG nodes a gradient flows through: those computed from a trained parameter that lead
   // to an output. Each must have a backward the backend runs, else the load fails naming it (the
   // seed silently stopped the gradient there).
-  Result<void> trace_gradients() {
-    const auto& dag = lowered_.dag;
-    const std::size_t n = dag.size();
-    std::vector<bool> from_param(n, false);
-    for (NodeId id : order_) {
-      std::visit(
-          [&]<class Op>(const Op& op) {
-            if constexpr (!InputOpType<Op>) {
-              for (std::size_t i = 0; i < param_names(op).size(); ++i)
-                from_param[id] = from_param[id] || param_trainable(op, i);
-            }
-          },
-          dag[id].op);
-      for (NodeId in : dag[id].inputs) from_param[id] = from_param[id] || from_param[in];
-    }
-    std::vector<bool> to_output(n, false);
-    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
-      to_output[*it] = is_output(*it);
-      for (const Use& use : dag.uses(*it)) to_output[*it] = to_output[*it] || to_output[use.consumer];
-    }
-    flows_.assign(n, false);
-    for (NodeId id = 0; id < n; ++id) {
-      flows_[id] = from_param[id] && to_output[id];
-      if (!flows_[id]) continue;
-      const bool differentiable = std::visit(
-          [&]<class Op>(const Op& op) {
-            if constexpr (InputOpType<Op>) {
-              return false;
-            } else if constexpr (BackwardKernelFor<Backend, Op>) {
-              return has_backward(op);
-            } else {
-              return false;
-            }
-          },
-          dag[id].op);
-      if (!differentiable) {
-        return fail(Errc::unsupported, "node '", dag[id].name, "' (", name_of(dag[id].op),
-                    "): a trained parameter's gradient must pass through this op, which has no backward",
-                    " on this backend");
-      }
-    }
-    return ok();
-  }
+  Result<void> trace_gradients();
 
   // The backward step of DAG node `id`: its backward arguments bound to the plan's values and
   // gradients, and its backward kernels prepared.
-  Result<BackwardEntry> backward_entry(Plan& plan, NodeId id) {
-    const auto& node = lowered_.dag[id];
-    std::vector<TensorBinding> inputs;
-    std::vector<TensorBinding> grad_inputs;
-    for (NodeId in : node.inputs) {
-      inputs.push_back(plan.values[in]);
-      grad_inputs.push_back(flows_[in] ? plan.grads[in]
-                                       : TensorBinding{nullptr, plan.values[in].dtype, plan.values[in].shape, 0});
-    }
-    std::vector<TensorBinding> params;
-    std::vector<TensorBinding> grad_params;
-    for (auto& p : params_) {
-      if (p.node != id) continue;
-      params.push_back({kernel_data(p), p.tensor.dtype(), p.tensor.shape(), 0});
-      grad_params.push_back({p.trainable ? grad_data(p) : nullptr, p.tensor.dtype(), p.tensor.shape(), 0});
-    }
-    const BackwardBindings bindings{inputs, params, plan.values[id], plan.grads[id], grad_inputs, grad_params};
-    return std::visit(
-        [&]<class Op>(const Op& op) -> Result<BackwardEntry> {
-          if constexpr (BackwardKernelFor<Backend, Op>) {
-            // The seed's backward members, checked as the forward ones are: a named backward
-            // kernel, dL/dy rows as the plan binds them (unpadded), and launch geometry.
-            const ConcreteShape& y = plan.values[id].shape;
-            if (!backward_kernel(op)) return fail(Errc::internal, "the op has a backward but kernel() names none");
-            if (const std::int64_t stride = backward_grad_output_row_stride(op, y); stride != y.last()) {
-              return fail(Errc::unsupported, "the op's backward reads dL/dy rows of ", stride,
-                          " elements, but the plan binds them unpadded (", y.last(), ")");
-            }
-            loaded_detail::BackwardStep<Backend, Op> step;
-            step.op = &op;
-            const std::size_t launches = n_backward_launches(op);
-            std::vector<ConcreteShape> shapes;
-            for (const TensorBinding& in : inputs) shapes.push_back(in.shape);
-            for (std::size_t launch = 0; launch < launches; ++launch) {
-              const Dim3 grid = backward_grid_for_launch(op, launch, shapes, y);
-              if (auto fits = check_geometry("backward launch", launch, grid, backward_block(op)); !fits)
-                return std::move(fits).error();
-              auto args = pack_backward_args_for_launch(op, launch, bindings);
-              if (!args) return std::move(args).error().context(cat("backward launch ", launch));
-              const LaunchSite site{node.name, launch, grid, backward_block(op)};
-              auto state = prepare_backward_kernel_at(op, *args, *backend_, site);
-              if (!state) return std::move(state).error();
-              step.args.push_back(*args);
-              step.states.push_back(std::move(*state));
-            }
-            return BackwardEntry{std::move(step), {}};
-          } else {
-            return fail(Errc::internal, "no backward kernel");
-          }
-        },
-        node.op);
-  }
+  Result<BackwardEntry> backward_entry(Plan& plan, NodeId id);
 
   // Sets the backend's phase for this forward and refreshes the kernels' parameter-derived state
   // (the parameters change with every optimizer step).
-  Result<void> start_training_forward() {
-    if (training_) ++step_;
-    if constexpr (requires { backend_->set_phase(RunPhase{}); }) {
-      backend_->set_phase(RunPhase{training_, seed_, step_});
-    }
-    for (std::size_t s = 0; s < current_->steps.size(); ++s) {
-      Result<void> refreshed = std::visit(
-          [&]<class Op>(loaded_detail::Step<Backend, Op>& step) -> Result<void> {
-            if constexpr (KernelFor<Backend, Op>) {
-              using State = typename loaded_detail::kernel_state<Backend, Op>::type;
-              if constexpr (RefreshableKernel<Backend, Op, State>) {
-                for (std::size_t i = 0; i < step.args.size(); ++i) {
-                  if (auto r = refresh_kernel(*step.op, step.args[i], step.states[i], *backend_); !r) return r;
-                }
-              }
-            }
-            return ok();
-          },
-          current_->steps[s]);
-      if (!refreshed) return std::move(refreshed).error().context(cat("node '", lowered_.dag[order_[s]].name, "'"));
-    }
-    return ok();
-  }
+  Result<void> start_training_forward();
 
   std::vector<bool> flows_;  // per DAG node: a gradient flows through it (training models)
   bool training_ = true;
