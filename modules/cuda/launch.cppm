@@ -8,6 +8,7 @@
 // (`PacksInto`), and in kernels/cuda/*.cu against the kernel's declaration (`takes_params`), both
 // against the one list in kernels/cuda/params.hpp.
 module;
+#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstddef>
@@ -141,6 +142,8 @@ class PackedParams {
   template <class L, class Args>
     requires PacksInto<Args, L>
   friend PackedParams<L> pack_params(const Args& args, const cuda_kernels::DevicePhase* phase);
+  template <class L, class... P>
+  friend PackedParams<L> pack_values(const P&... values);
 
  private:
   alignas(List::alignment) std::array<std::byte, List::bytes> buffer_{};
@@ -174,6 +177,22 @@ template <class List, class Args>
   requires PacksInto<Args, List>
 PackedParams<List> pack_params(const Args& args) {
   return pack_params<List>(args, nullptr);
+}
+
+/// Packs `values` into `List`'s parameter buffer as they are: one per parameter, each of the
+/// list's type for it, in order (a kernel no op names, launched with values teeny computes).
+template <class List, class... P>
+PackedParams<List> pack_values(const P&... values) {
+  static_assert(sizeof...(P) == List::count, "one value per kernel parameter");
+  static_assert(
+      []<std::size_t... I>(std::index_sequence<I...>) {
+        return (std::is_same_v<P, typename List::template type<I>> && ...);
+      }(std::make_index_sequence<sizeof...(P)>{}),
+      "the values have the kernel's parameter types, in order");
+  PackedParams<List> packed;
+  std::size_t index = 0;
+  ((std::memcpy(packed.buffer_.data() + List::offsets[index++], &values, sizeof values)), ...);
+  return packed;
 }
 
 /// The CUDA kernel parameter lists of an op, forward (`type`) and backward (`backward`, launched
@@ -315,18 +334,13 @@ concept CudaBackwardOp = CudaOp<Op> && BackwardOp<Op> && requires { typename Ker
                          PacksInto<typename Op::BackwardArgs, typename KernelParams<Op>::backward>;
 #endif
 
-namespace launch_detail {
-template <class>
-inline constexpr bool always_false = false;
-}  // namespace launch_detail
-
 /// Whether the CUDA backend can launch Op and, in training builds, Op's backward where it has one
 /// (the input placeholder launches nothing), with a message saying what is missing; the note
 /// under it ("in instantiation of ... check_cuda_kernels<teeny::linear_op<teeny::bf16>>") names
 /// the op and its dtype.
 template <class Op>
 consteval bool check_cuda_kernels() {
-  using launch_detail::always_false;
+  using op_checks_detail::always_false;
   if constexpr (InputOpType<Op>) {
     return true;
   } else if constexpr (!requires { typename KernelParams<Op>::type; }) {
@@ -446,6 +460,66 @@ Result<void> run_launch(PreparedLaunch<List>& prepared, void* stream) {
   (void)stream;
   return not_compiled_in(prepared.where);
 #endif
+}
+
+/// A kernel no op names, which teeny launches itself (the device optimizers' and losses'): its
+/// entry point, looked up once, and its name for errors.
+struct KernelEntry {
+  const void* entry = nullptr;
+  std::string name;  // "teeny_adam_bf16"
+};
+
+/// `family`'s entry point for T ("adam" -> teeny_adam_bf16), or why there is none.
+template <class T>
+Result<KernelEntry> find_kernel_entry(std::string_view family) {
+  KernelEntry kernel{nullptr, cat("teeny_", family, "_", name(dtype_of<T>))};
+#if TEENY_HAS_CUDA
+  kernel.entry = cuda_kernels::find_kernel(kernel.name.c_str());
+  if (kernel.entry == nullptr) return fail(Errc::not_found, "no CUDA kernel ", kernel.name, " is compiled in");
+  return kernel;
+#else
+  return not_compiled_in(cat("finding CUDA kernel ", kernel.name));
+#endif
+}
+
+/// Threads a block in launch_values.
+inline constexpr std::uint32_t value_launch_threads = 256;
+
+/// The blocks of value_launch_threads that cover n elements, at most `cap` (the kernels stride
+/// over the rest).
+inline std::uint32_t element_blocks(std::int64_t n, std::int64_t cap) {
+  constexpr std::int64_t threads = value_launch_threads;
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>((n + threads - 1) / threads, 1, cap));
+}
+
+/// Launches `kernel` as `blocks` blocks of value_launch_threads threads with `values` packed as
+/// `List` lays them out (pack_values), on `stream`; `what` says what the launch covers, for an
+/// error.
+template <class List, class... P>
+Result<void> launch_values(const KernelEntry& kernel, std::uint32_t blocks, std::string_view what, void* stream,
+                           const P&... values) {
+  auto packed = pack_values<List>(values...);
+#if TEENY_HAS_CUDA
+  auto params = packed.pointers();
+  if (const int code = cuda_kernels::launch_kernel(kernel.entry, {blocks, 1, 1}, {value_launch_threads, 1, 1},
+                                                   params.data(), 0, stream)) {
+    return cuda_error(code, cat("launching ", kernel.name, " over ", what));
+  }
+  return ok();
+#else
+  (void)packed;
+  (void)blocks;
+  (void)what;
+  (void)stream;
+  return not_compiled_in(cat("launching ", kernel.name));
+#endif
+}
+
+/// Launches `kernel` over n elements, one a thread (nothing for none).
+template <class List, class... P>
+Result<void> launch_elements(const KernelEntry& kernel, std::int64_t n, void* stream, const P&... values) {
+  if (n == 0) return ok();
+  return launch_values<List>(kernel, element_blocks(n, 8192), cat(n, " elements"), stream, values...);
 }
 
 /// Launches every launch of `op` on `stream` (nullptr: the default stream) with the tensors of

@@ -118,7 +118,7 @@ class CrossEntropyLoss {
       return std::move(checked).error();
     }
     if (kernel_.entry == nullptr) {
-      auto found = device_detail::find<T>("cross_entropy");
+      auto found = find_kernel_entry<T>("cross_entropy");
       if (!found) return std::move(found).error().context("cross_entropy");
       kernel_ = std::move(*found);
     }
@@ -152,7 +152,7 @@ class CrossEntropyLoss {
     if (rows_ == 0) return ok();
     auto io = device_detail::output_and_grad(model, "cross_entropy", name_);
     if (!io) return std::move(io).error();
-    auto launched = device_detail::launch<cuda_kernels::CrossEntropyParamList<T>>(
+    auto launched = launch_elements<cuda_kernels::CrossEntropyParamList<T>>(
         kernel_, rows_, model.backend().stream().handle(), static_cast<const T*>(io->value.data),
         static_cast<const std::int64_t*>(targets_.data()), static_cast<T*>(io->grad.data),
         static_cast<double*>(row_losses_.data()), rows_, classes_,
@@ -180,7 +180,7 @@ class CrossEntropyLoss {
 
  private:
   CrossEntropyOptions options_;
-  device_detail::Kernel kernel_;
+  KernelEntry kernel_;
   DeviceBuffer targets_;
   DeviceBuffer row_losses_;
   DeviceBuffer step_;  // a math::CrossEntropyStep
@@ -228,7 +228,7 @@ class MseLoss {
                   " elements, but the target has ", target.size());
     }
     if (kernel_.entry == nullptr) {
-      auto found = device_detail::find<T>("squared_error");
+      auto found = find_kernel_entry<T>("squared_error");
       if (!found) return std::move(found).error().context("mse_loss");
       kernel_ = std::move(*found);
     }
@@ -236,7 +236,7 @@ class MseLoss {
     n_ = n;
     scale_ = reduction_ == Reduction::mean ? 1.0 / static_cast<double>(n) : 1.0;
     multiplier_host_ = scale_ * grad_multiplier;
-    blocks_ = device_detail::blocks_for(n, kMaxBlocks);
+    blocks_ = element_blocks(n, kMaxBlocks);
     const auto bytes = static_cast<std::size_t>(n) * sizeof(T);
     for (auto [buffer, size] : {std::pair{&target_, bytes}, std::pair{&partials_, blocks_ * sizeof(double)},
                                 std::pair{&multiplier_, sizeof(double)}}) {
@@ -259,7 +259,7 @@ class MseLoss {
     if (n_ == 0) return ok();
     auto io = device_detail::output_and_grad(model, "mse_loss", name_);
     if (!io) return std::move(io).error();
-    auto launched = device_detail::launch_blocks<cuda_kernels::SquaredErrorParamList<T>>(
+    auto launched = launch_values<cuda_kernels::SquaredErrorParamList<T>>(
         kernel_, blocks_, cat(n_, " elements"), model.backend().stream().handle(),
         static_cast<const T*>(io->value.data), static_cast<const T*>(target_.data()), static_cast<T*>(io->grad.data),
         static_cast<double*>(partials_.data()), n_, static_cast<const double*>(multiplier_.data()));
@@ -285,7 +285,7 @@ class MseLoss {
  private:
   static constexpr std::int64_t kMaxBlocks = 1024;  // the partial sums the host adds up
   Reduction reduction_;
-  device_detail::Kernel kernel_;
+  KernelEntry kernel_;
   DeviceBuffer target_;
   DeviceBuffer partials_;
   DeviceBuffer multiplier_;  // a double: the mean's scale times the caller's multiplier

@@ -43,71 +43,6 @@ import :model;
 
 namespace teeny::cuda::device_detail {
 
-// Threads a block, in every launch here.
-inline constexpr std::uint32_t kThreads = 256;
-
-// A kernel entry point, looked up once (when an optimizer is made) and named in errors.
-struct Kernel {
-  const void* entry = nullptr;
-  std::string name;  // "teeny_adam_bf16"
-};
-
-// `family`'s entry point for T ("adam" -> teeny_adam_bf16), or why there is none.
-template <class T>
-Result<Kernel> find(std::string_view family) {
-  Kernel kernel{nullptr, cat("teeny_", family, "_", name(dtype_of<T>))};
-#if TEENY_HAS_CUDA
-  kernel.entry = cuda_kernels::find_kernel(kernel.name.c_str());
-  if (kernel.entry == nullptr) return fail(Errc::not_found, "no CUDA kernel ", kernel.name, " is compiled in");
-  return kernel;
-#else
-  return not_compiled_in(cat("finding CUDA kernel ", kernel.name));
-#endif
-}
-
-// Launches `kernel` as `blocks` blocks of 256 threads with `params` packed as `List` lays them out
-// (each parameter's type checked against the list's), on `stream`; `what` says what the launch
-// covers, for an error.
-template <class List, class... P>
-Result<void> launch_blocks(const Kernel& kernel, std::uint32_t blocks, std::string_view what, void* stream,
-                           const P&... params) {
-  static_assert(sizeof...(P) == List::count, "one value per kernel parameter");
-  static_assert(
-      []<std::size_t... I>(std::index_sequence<I...>) {
-        return (std::is_same_v<P, typename List::template type<I>> && ...);
-      }(std::make_index_sequence<sizeof...(P)>{}),
-      "the values have the kernel's parameter types, in order");
-#if TEENY_HAS_CUDA
-  alignas(List::alignment) std::byte buffer[List::bytes];
-  std::size_t index = 0;
-  ((std::memcpy(buffer + List::offsets[index++], &params, sizeof params)), ...);
-  void* pointers[List::count];
-  for (std::size_t i = 0; i < List::count; ++i) pointers[i] = buffer + List::offsets[i];
-  if (const int code =
-          cuda_kernels::launch_kernel(kernel.entry, {blocks, 1, 1}, {kThreads, 1, 1}, pointers, 0, stream)) {
-    return cuda_error(code, cat("launching ", kernel.name, " over ", what));
-  }
-  return ok();
-#else
-  (void)blocks;
-  (void)what;
-  (void)stream;
-  return not_compiled_in(cat("launching ", kernel.name));
-#endif
-}
-
-// The blocks of kThreads that cover n elements, at most `cap` (the kernels stride over the rest).
-inline std::uint32_t blocks_for(std::int64_t n, std::int64_t cap) {
-  return static_cast<std::uint32_t>(std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, cap));
-}
-
-// Launches `kernel` over n elements, one a thread (nothing for none).
-template <class List, class... P>
-Result<void> launch(const Kernel& kernel, std::int64_t n, void* stream, const P&... params) {
-  if (n == 0) return ok();
-  return launch_blocks<List>(kernel, blocks_for(n, 8192), cat(n, " elements"), stream, params...);
-}
-
 // Device memory for n values of U, zeroed, or copied from `host`, in order on the model's stream
 // (a plain cudaMemcpy would not be ordered before the stream's kernels).
 template <class U>
@@ -167,12 +102,11 @@ class GradScaler {
   // Checks every gradient (queued on the model's stream, as everything here) with `non_finite`
   // (teeny_non_finite_<T>): found_inf set where one is not finite.
   template <FloatElement T>
-  Result<void> check(std::span<const ParameterGradient> params, const device_detail::Kernel& non_finite,
-                     CudaContext& cuda) {
+  Result<void> check(std::span<const ParameterGradient> params, const KernelEntry& non_finite, CudaContext& cuda) {
     void* stream = cuda.stream().handle();
     if (auto zeroed = cuda.zero(found_inf_.data(), sizeof(std::uint32_t)); !zeroed) return zeroed;
     for (const ParameterGradient& p : params) {
-      auto launched = device_detail::launch<cuda_kernels::NonFiniteParamList<T>>(
+      auto launched = launch_elements<cuda_kernels::NonFiniteParamList<T>>(
           non_finite, p.grad.shape.numel(), stream, static_cast<const T*>(p.grad.data), p.grad.shape.numel(),
           static_cast<std::uint32_t*>(found_inf_.data()));
       if (!launched) return std::move(launched).error().context(cat("checking the gradient of '", p.key, "'"));
@@ -371,9 +305,9 @@ class DeviceOptimizer {
   template <class Step, class Options, class Buffers>
   Result<void> init(CudaModelOf<T>& model, const std::vector<DeviceParamGroup<Options>>& groups,
                     std::string_view update_kernel, MasterWeights master, Buffers&& buffers) {
-    auto update = device_detail::find<T>(update_kernel);
+    auto update = find_kernel_entry<T>(update_kernel);
     if (!update) return std::move(update).error();
-    auto non_finite = device_detail::find<T>("non_finite");
+    auto non_finite = find_kernel_entry<T>("non_finite");
     if (!non_finite) return std::move(non_finite).error();
     auto chosen = device_detail::select(model, groups);
     if (!chosen) return std::move(chosen).error();
@@ -509,8 +443,8 @@ class DeviceOptimizer {
   CudaModelOf<T>* model_ = nullptr;
   std::vector<double> lr_;
   std::vector<double> initial_lr_;
-  device_detail::Kernel update_;
-  device_detail::Kernel non_finite_;
+  KernelEntry update_;
+  KernelEntry non_finite_;
   std::vector<device_detail::Slot> slots_;
   std::vector<ParameterGradient> params_;  // the slots' parameters, as the scaler's check takes them
   DeviceBuffer step_values_;               // per slot, what its launch reads (stage_values)
@@ -577,7 +511,7 @@ class AdamFamily : public DeviceOptimizer<T> {
     for (std::size_t i = 0; i < this->slots_.size(); ++i) {
       auto& s = this->slots_[i];
       const std::int64_t n = s.param.value.shape.numel();
-      auto launched = device_detail::launch<cuda_kernels::AdamParamList<T>>(
+      auto launched = launch_elements<cuda_kernels::AdamParamList<T>>(
           this->update_, n, start->stream, static_cast<T*>(s.param.value.data),
           static_cast<const T*>(s.param.grad.data), static_cast<U*>(s.master.data()), static_cast<U*>(s.first.data()),
           static_cast<U*>(s.second.data()), static_cast<U*>(s.max_second.data()), this->template staged<Step>(i), n,
@@ -692,7 +626,7 @@ class Sgd : public DeviceOptimizer<T> {
     for (std::size_t i = 0; i < this->slots_.size(); ++i) {
       auto& s = this->slots_[i];
       const std::int64_t n = s.param.value.shape.numel();
-      auto launched = device_detail::launch<cuda_kernels::SgdParamList<T>>(
+      auto launched = launch_elements<cuda_kernels::SgdParamList<T>>(
           this->update_, n, start->stream, static_cast<T*>(s.param.value.data),
           static_cast<const T*>(s.param.grad.data), static_cast<U*>(s.master.data()), static_cast<U*>(s.first.data()),
           this->template staged<Step>(i), n, start->multiplier, start->found_inf);
