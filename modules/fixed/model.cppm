@@ -16,7 +16,6 @@
 // pointers into itself, so it is neither copied nor moved: declare it where it is used.
 module;
 #include <array>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -195,32 +194,27 @@ struct Step {
 template <class Net, std::size_t I>
 using op_t = decltype(make_op<Net, I>());
 
-template <class>
-inline constexpr bool always_false = false;
-template <class Op, class List>
-inline constexpr bool listed = false;
-template <class Op, class... Ops>
-inline constexpr bool listed<Op, TypeList<Ops...>> = (std::same_as<Op, Ops> || ...);
 }  // namespace model_detail
 
 /// The standard ops typed models run: make_op makes each from a layer (InputOp: the model's
 /// inputs). With standard_ops_not_typed they list every op of standard_ops, each once (checked
 /// below, naming the op), so a new standard op is placed in one of the two.
 template <class T>
-using standard_ops_typed = TypeList<InputOp, linear_op<T>, conv_op<T>, batch_norm_op<T>, unary_op<T>, binary_op<T>,
-                                    max_pool2d_op<T>, avg_pool2d_op<T>, adaptive_avg_pool2d_op<T>>;
+using standard_ops_typed = std::variant<InputOp, linear_op<T>, conv_op<T>, batch_norm_op<T>, unary_op<T>, binary_op<T>,
+                                        max_pool2d_op<T>, avg_pool2d_op<T>, adaptive_avg_pool2d_op<T>>;
 /// The standard ops typed models do not run (yet): no layer makes them.
 template <class T>
 using standard_ops_not_typed =
-    TypeList<matmul_op<T>, reshape_op<T>, layer_norm_op<T>, rms_norm_op<T>, group_norm_op<T>, softmax_op<T>,
-             reduce_op<T>, permute_op<T>, slice_op<T>, concat_op<T>, pad_op<T>, upsample_op<T>, cast_op<T>,
-             embedding_op<T>, attention_op<T>, dropout_op<T>>;
+    std::variant<matmul_op<T>, reshape_op<T>, layer_norm_op<T>, rms_norm_op<T>, group_norm_op<T>, softmax_op<T>,
+                 reduce_op<T>, permute_op<T>, slice_op<T>, concat_op<T>, pad_op<T>, upsample_op<T>, cast_op<T>,
+                 embedding_op<T>, attention_op<T>, dropout_op<T>>;
 
 namespace model_detail {
 template <class T, class Op>
 consteval bool check_typed_support() {
-  constexpr bool typed = listed<Op, standard_ops_typed<T>>;
-  constexpr bool not_typed = listed<Op, standard_ops_not_typed<T>>;
+  using op_checks_detail::always_false;
+  constexpr bool typed = op_checks_detail::in_set<Op, standard_ops_typed<T>>;
+  constexpr bool not_typed = op_checks_detail::in_set<Op, standard_ops_not_typed<T>>;
   if constexpr (!typed && !not_typed) {
     static_assert(
         always_false<Op>,

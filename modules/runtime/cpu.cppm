@@ -13,6 +13,7 @@ import teeny.ops;
 import teeny.cpu;
 import :standard_lowering;
 import :loaded_model;
+import :plan;
 #if TEENY_TRAINING
 import :training;
 #endif
@@ -89,12 +90,12 @@ extern template Result<CpuModelOf<double>> load_cpu_for_training<double>(const G
 #endif
 }  // namespace teeny
 
-// The CPU backend has a kernel for every standard op, in f32 and f64, and in training builds a
-// backward kernel for every op that has a backward (LoadedModel checks its op set the same way).
+// Models loaded on the CPU are teeny::Models. Checking that instantiates LoadedModel over the CPU,
+// whose runs_op_set assert checks that the CPU has a kernel for every standard op in f32 and f64
+// and, in training builds, a backward kernel for every op that has a backward.
 namespace teeny {
 static_assert(Model<CpuModel>, "a model loaded on the CPU is a teeny::Model");
 static_assert(Model<CpuModelOf<double>>);
-static_assert(runs_op_set<CpuContext, standard_ops<float>> && runs_op_set<CpuContext, standard_ops<double>>);
 #if TEENY_TRAINING
 // Kernels whose prepared state is derived from parameter values refresh it after an optimizer step.
 static_assert(RefreshableKernel<CpuContext, linear_op<float>, LinearState>);
