@@ -1,10 +1,11 @@
 // teeny.cpu:elementwise — CPU kernels of unary_op and binary_op (broadcasting), and the in-place
-// activation the GEMM epilogue falls back on. The per-element math is kernels/math/elementwise.hpp.
+// activation the GEMM epilogue falls back on. The per-element math is kernels/math/unary.hpp and elementwise.hpp.
 module;
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"
@@ -75,27 +76,15 @@ namespace {
 constexpr std::int64_t chunk = 1 << 14;  // elements per task: big enough to amortise a wake-up
 
 // Calls body.template operator()<F>() with the function as a compile-time constant, so the
-// per-element switch folds away and the loop vectorises.
+// per-element switch folds away and the loop vectorises. One instance per UnaryFn below `count`:
+// a new function needs nothing here.
+template <class Body, std::size_t... F>
+void with_unary(UnaryFn fn, Body& body, std::index_sequence<F...>) {
+  (void)((static_cast<std::size_t>(fn) == F && (body.template operator()<static_cast<UnaryFn>(F)>(), true)) || ...);
+}
 template <class Body>
 void with_unary(UnaryFn fn, Body&& body) {
-  switch (fn) {
-    case UnaryFn::relu: return body.template operator()<UnaryFn::relu>();
-    case UnaryFn::leaky_relu: return body.template operator()<UnaryFn::leaky_relu>();
-    case UnaryFn::gelu_erf: return body.template operator()<UnaryFn::gelu_erf>();
-    case UnaryFn::gelu_tanh: return body.template operator()<UnaryFn::gelu_tanh>();
-    case UnaryFn::silu: return body.template operator()<UnaryFn::silu>();
-    case UnaryFn::sigmoid: return body.template operator()<UnaryFn::sigmoid>();
-    case UnaryFn::tanh: return body.template operator()<UnaryFn::tanh>();
-    case UnaryFn::softplus: return body.template operator()<UnaryFn::softplus>();
-    case UnaryFn::elu: return body.template operator()<UnaryFn::elu>();
-    case UnaryFn::hardswish: return body.template operator()<UnaryFn::hardswish>();
-    case UnaryFn::exp: return body.template operator()<UnaryFn::exp>();
-    case UnaryFn::log: return body.template operator()<UnaryFn::log>();
-    case UnaryFn::sqrt: return body.template operator()<UnaryFn::sqrt>();
-    case UnaryFn::abs: return body.template operator()<UnaryFn::abs>();
-    case UnaryFn::neg: return body.template operator()<UnaryFn::neg>();
-    case UnaryFn::reciprocal: return body.template operator()<UnaryFn::reciprocal>();
-  }
+  with_unary(fn, body, std::make_index_sequence<math::unary_fn_count>{});
 }
 
 template <class Body>

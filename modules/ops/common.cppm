@@ -19,6 +19,7 @@ import teeny.model;
 export namespace teeny {
 
 using math::BinaryFn;
+using math::unary_fn_count;  // how many UnaryFns there are (UnaryFn::count)
 using math::UnaryFn;
 using math::UnaryParams;
 using math::Window2d;  // kernel, stride, padding, dilation of a convolution or pooling window

@@ -335,7 +335,7 @@ void check_unary_on_gpu() {
   const ConcreteShape shape{5, 201};
   std::vector<T> x(static_cast<std::size_t>(shape.numel()));
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = T(static_cast<C>((i % 2 ? -1 : 1) * dist(rng)));
-  for (int f = 0; f <= static_cast<int>(teeny::UnaryFn::reciprocal); ++f) {
+  for (int f = 0; f < static_cast<int>(teeny::UnaryFn::count); ++f) {
     teeny::unary_op<T> op;
     op.fn = static_cast<teeny::UnaryFn>(f);
     op.params = {0.5, 20.0};

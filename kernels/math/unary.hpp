@@ -1,0 +1,157 @@
+#pragma once
+// The unary elementwise functions (activations and math), each written once for both backends: its
+// value (PyTorch's formula, NaN behaviour included), its derivative (PyTorch's, including its
+// choices at the kinks: relu'(0) = 0, abs'(0) = 0, elu'(0) = alpha) and, where the derivative
+// follows from the output alone, that form too. The CPU kernels (clang) and the CUDA kernels
+// (nvcc) call these, so what the CPU tests prove against PyTorch is what the GPU computes. A new
+// function is an enumerator before `count` and a case in each switch below; nothing else in the
+// backends is per function.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "math/host_device.hpp"
+
+namespace teeny::math {
+
+/// The unary elementwise functions, activations included. `count` is not a function but how many
+/// there are (it stays last, so it cannot go stale: the CPU backend dispatches over every value
+/// below it, and the GPU test runs each). A new function goes before it.
+enum class UnaryFn : std::uint8_t {
+  relu,
+  leaky_relu,  // alpha = negative slope
+  gelu_erf,
+  gelu_tanh,
+  silu,
+  sigmoid,
+  tanh,
+  softplus,  // alpha = beta, beta = threshold
+  elu,       // alpha
+  hardswish,
+  exp,
+  log,
+  sqrt,
+  abs,
+  neg,
+  reciprocal,
+  count,
+};
+inline constexpr std::size_t unary_fn_count = static_cast<std::size_t>(UnaryFn::count);
+
+/// Attributes some unary functions take; see UnaryFn for which. Kept in double, as the graph has
+/// them: each element type rounds them once, T(alpha), as PyTorch does.
+struct UnaryParams {
+  double alpha = 0;
+  double beta = 0;
+  friend constexpr bool operator==(const UnaryParams&, const UnaryParams&) = default;
+};
+
+template <class T>
+TEENY_HD inline T apply_unary(UnaryFn fn, T x, UnaryParams p) {
+  using std::abs, std::erf, std::exp, std::log, std::log1p, std::expm1, std::sqrt, std::tanh;
+  const T zero = T(0);
+  const T one = T(1);
+  switch (fn) {
+    case UnaryFn::relu: return x < zero ? zero : x;  // NaN stays NaN, as in PyTorch
+    case UnaryFn::leaky_relu: return x > zero ? x : x * T(p.alpha);
+    case UnaryFn::gelu_erf: return T(0.5) * x * (one + erf(x * T(0.70710678118654752440)));
+    case UnaryFn::gelu_tanh: {
+      const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);  // sqrt(2/pi)
+      return T(0.5) * x * (one + tanh(inner));
+    }
+    case UnaryFn::silu: return x / (one + exp(-x));
+    case UnaryFn::sigmoid: return one / (one + exp(-x));
+    case UnaryFn::tanh: return tanh(x);
+    case UnaryFn::softplus: {
+      const T scaled = x * T(p.alpha);
+      return scaled > T(p.beta) ? x : log1p(exp(scaled)) / T(p.alpha);
+    }
+    case UnaryFn::elu: return x > zero ? x : T(p.alpha) * expm1(x);
+    case UnaryFn::hardswish: {
+      const T shifted = x + T(3);
+      const T clamped = shifted < zero ? zero : (shifted > T(6) ? T(6) : shifted);
+      return x * clamped / T(6);
+    }
+    case UnaryFn::exp: return exp(x);
+    case UnaryFn::log: return log(x);
+    case UnaryFn::sqrt: return sqrt(x);
+    case UnaryFn::abs: return abs(x);
+    case UnaryFn::neg: return -x;
+    case UnaryFn::reciprocal: return one / x;
+    case UnaryFn::count: break;
+  }
+  return x;
+}
+
+/// dy/dx of y = fn(x) at x (y is fn(x), passed because several derivatives are cheaper from it).
+template <class T>
+TEENY_HD inline T unary_derivative(UnaryFn fn, T x, T y, UnaryParams p) {
+  using std::erf, std::exp, std::tanh;
+  const T zero = T(0);
+  const T one = T(1);
+  switch (fn) {
+    case UnaryFn::relu: return y > zero ? one : zero;
+    case UnaryFn::leaky_relu: return x > zero ? one : T(p.alpha);
+    case UnaryFn::gelu_erf: {
+      const T cdf = T(0.5) * (one + erf(x * T(0.70710678118654752440)));
+      const T pdf = exp(T(-0.5) * x * x) * T(0.39894228040143267794);  // 1 / sqrt(2 pi)
+      return cdf + x * pdf;
+    }
+    case UnaryFn::gelu_tanh: {
+      const T k_beta = T(0.79788456080286535588);  // sqrt(2 / pi)
+      const T k_kappa = T(0.044715);
+      const T t = tanh(k_beta * (x + k_kappa * x * x * x));
+      return T(0.5) * (one + t) + T(0.5) * x * (one - t * t) * k_beta * (one + T(3) * k_kappa * x * x);
+    }
+    case UnaryFn::silu: {
+      const T s = one / (one + exp(-x));
+      return s * (one + x * (one - s));
+    }
+    case UnaryFn::sigmoid: return y * (one - y);
+    case UnaryFn::tanh: return one - y * y;
+    case UnaryFn::softplus: {
+      const T z = exp(x * T(p.alpha));
+      return x * T(p.alpha) > T(p.beta) ? one : z / (z + one);
+    }
+    case UnaryFn::elu: return x > zero ? one : T(p.alpha) * exp(x);
+    case UnaryFn::hardswish: return x < T(-3) ? zero : (x <= T(3) ? x / T(3) + T(0.5) : one);
+    case UnaryFn::exp: return y;
+    case UnaryFn::log: return one / x;
+    case UnaryFn::sqrt: return one / (T(2) * y);
+    case UnaryFn::abs: return x > zero ? one : (x < zero ? -one : zero);
+    case UnaryFn::neg: return -one;
+    case UnaryFn::reciprocal: return -y * y;
+    case UnaryFn::count: break;
+  }
+  return one;
+}
+
+/// Whether fn's derivative follows from its output alone, so that an op with fn fused as its
+/// epilogue (which keeps only the activated output) still has an exact backward.
+TEENY_HD inline bool derivative_from_output(UnaryFn fn, UnaryParams p) {
+  switch (fn) {
+    case UnaryFn::relu:
+    case UnaryFn::sigmoid:
+    case UnaryFn::tanh: return true;
+    case UnaryFn::leaky_relu: return p.alpha > 0;  // then y > 0 exactly when x > 0
+    case UnaryFn::elu: return p.alpha > 0;         // y + alpha = alpha * exp(x) for x <= 0
+    default: return false;
+  }
+}
+
+/// dy/dx of y = fn(x) from y alone, for the functions derivative_from_output accepts.
+template <class T>
+TEENY_HD inline T unary_derivative_from_output(UnaryFn fn, T y, UnaryParams p) {
+  const T zero = T(0);
+  const T one = T(1);
+  switch (fn) {
+    case UnaryFn::relu: return y > zero ? one : zero;
+    case UnaryFn::leaky_relu: return y > zero ? one : T(p.alpha);
+    case UnaryFn::sigmoid: return y * (one - y);
+    case UnaryFn::tanh: return one - y * y;
+    case UnaryFn::elu: return y > zero ? one : y + T(p.alpha);
+    default: return one;
+  }
+}
+
+}  // namespace teeny::math
