@@ -257,6 +257,16 @@ class GraphBuilder {
  private:
   friend class Value;
 
+  // Adds one of teeny's own graph ops: every builder method goes through here, so an op struct left
+  // out of GraphOp is a compile error naming it, not a CustomOp that no lowering knows.
+  template <class Op>
+  Value add_standard(Op op, std::vector<Value> inputs, std::string name = {}) {
+    static_assert(graph_detail::is_alternative<Op, GraphOp>,
+                  "a graph op of teeny's must be an alternative of GraphOp (modules/graph/op.cppm): add it on "
+                  "its family's line, before CustomOp");
+    return add(GraphOp(std::move(op)), std::move(inputs), std::move(name));
+  }
+
   struct PendingNode {
     GraphOp op;
     TensorType type;
@@ -423,7 +433,7 @@ Value GraphBuilder::input(std::string name, DType dtype, Shape shape) {
   if (name.empty()) {
     return record(fail(Errc::invalid_argument, "a graph input needs a name"), default_name("input"), "input", false);
   }
-  return add(Input{{dtype, std::move(shape)}}, {}, std::move(name));
+  return add_standard(Input{{dtype, std::move(shape)}}, {}, std::move(name));
 }
 
 void GraphBuilder::output(std::string name, Value value) {
@@ -490,119 +500,132 @@ Result<Graph> GraphBuilder::build() && {
 Value GraphBuilder::linear(Value x, std::int64_t out_features, bool bias) {
   std::int64_t in_features = 1;
   if (auto failed = read_dim(x, -1, Linear::kind, "in_features", in_features)) return *failed;
-  return add(Linear{in_features, out_features, bias}, {x});
+  return add_standard(Linear{in_features, out_features, bias}, {x});
 }
 
-Value GraphBuilder::matmul(Value a, Value b) { return add(MatMul{}, {a, b}); }
+Value GraphBuilder::matmul(Value a, Value b) { return add_standard(MatMul{}, {a, b}); }
 
 Value GraphBuilder::conv1d(Value x, std::int64_t out_channels, std::int64_t kernel, Conv1dOptions o) {
   std::int64_t in_channels = 1;
   if (auto failed = read_dim(x, -2, Conv1d::kind, "in_channels", in_channels)) return *failed;
-  return add(Conv1d{in_channels, out_channels, kernel, o.stride, o.padding, o.dilation, o.groups, o.bias}, {x});
+  return add_standard(Conv1d{in_channels, out_channels, kernel, o.stride, o.padding, o.dilation, o.groups, o.bias},
+                      {x});
 }
 
 Value GraphBuilder::conv2d(Value x, std::int64_t out_channels, Size2 kernel, Conv2dOptions o) {
   std::int64_t in_channels = 1;
   if (auto failed = read_dim(x, -3, Conv2d::kind, "in_channels", in_channels)) return *failed;
-  return add(Conv2d{in_channels, out_channels, kernel, o.stride, o.padding, o.dilation, o.groups, o.bias}, {x});
+  return add_standard(Conv2d{in_channels, out_channels, kernel, o.stride, o.padding, o.dilation, o.groups, o.bias},
+                      {x});
 }
 
 Value GraphBuilder::max_pool2d(Value x, Size2 kernel, Pool2dOptions o) {
-  return add(MaxPool2d{kernel, o.stride, o.padding, o.dilation, o.ceil_mode}, {x});
+  return add_standard(MaxPool2d{kernel, o.stride, o.padding, o.dilation, o.ceil_mode}, {x});
 }
 
 Value GraphBuilder::avg_pool2d(Value x, Size2 kernel, AvgPool2dOptions o) {
-  return add(AvgPool2d{kernel, o.stride, o.padding, o.ceil_mode, o.count_include_pad, o.divisor_override}, {x});
+  return add_standard(AvgPool2d{kernel, o.stride, o.padding, o.ceil_mode, o.count_include_pad, o.divisor_override},
+                      {x});
 }
 
-Value GraphBuilder::adaptive_avg_pool2d(Value x, Size2 output_size) { return add(AdaptiveAvgPool2d{output_size}, {x}); }
+Value GraphBuilder::adaptive_avg_pool2d(Value x, Size2 output_size) {
+  return add_standard(AdaptiveAvgPool2d{output_size}, {x});
+}
 
 Value GraphBuilder::batch_norm1d(Value x, BatchNormOptions o) {
   std::int64_t features = 1;
   if (auto failed = read_dim(x, 1, "batch_norm1d", "num_features", features)) return *failed;
-  return add(BatchNorm{features, o.eps, o.momentum, o.affine, o.track_running_stats, 1}, {x});
+  return add_standard(BatchNorm{features, o.eps, o.momentum, o.affine, o.track_running_stats, 1}, {x});
 }
 
 Value GraphBuilder::batch_norm2d(Value x, BatchNormOptions o) {
   std::int64_t features = 1;
   if (auto failed = read_dim(x, 1, "batch_norm2d", "num_features", features)) return *failed;
-  return add(BatchNorm{features, o.eps, o.momentum, o.affine, o.track_running_stats, 2}, {x});
+  return add_standard(BatchNorm{features, o.eps, o.momentum, o.affine, o.track_running_stats, 2}, {x});
 }
 
 Value GraphBuilder::layer_norm(Value x, std::vector<std::int64_t> normalized_shape, LayerNormOptions o) {
-  return add(LayerNorm{std::move(normalized_shape), o.eps, o.elementwise_affine, o.bias}, {x});
+  return add_standard(LayerNorm{std::move(normalized_shape), o.eps, o.elementwise_affine, o.bias}, {x});
 }
 
 Value GraphBuilder::rms_norm(Value x, std::vector<std::int64_t> normalized_shape, RMSNormOptions o) {
-  return add(RMSNorm{std::move(normalized_shape), o.eps, o.elementwise_affine}, {x});
+  return add_standard(RMSNorm{std::move(normalized_shape), o.eps, o.elementwise_affine}, {x});
 }
 
 Value GraphBuilder::group_norm(Value x, std::int64_t num_groups, GroupNormOptions o) {
   std::int64_t channels = 1;
   if (auto failed = read_dim(x, 1, GroupNorm::kind, "num_channels", channels)) return *failed;
-  return add(GroupNorm{num_groups, channels, o.eps, o.affine}, {x});
+  return add_standard(GroupNorm{num_groups, channels, o.eps, o.affine}, {x});
 }
 
 Value GraphBuilder::embedding(Value indices, std::int64_t num_embeddings, std::int64_t embedding_dim,
                               EmbeddingOptions o) {
-  return add(Embedding{num_embeddings, embedding_dim, o.padding_idx, o.dtype}, {indices});
+  return add_standard(Embedding{num_embeddings, embedding_dim, o.padding_idx, o.dtype}, {indices});
 }
 
-Value GraphBuilder::dropout(Value x, double p) { return add(Dropout{p}, {x}); }
+Value GraphBuilder::dropout(Value x, double p) { return add_standard(Dropout{p}, {x}); }
 
 Value GraphBuilder::attention(Value q, Value k, Value v, AttentionOptions o) {
-  return add(Attention{o.causal, o.scale}, {q, k, v});
+  return add_standard(Attention{o.causal, o.scale}, {q, k, v});
 }
 
 // ---- activations
 
-Value GraphBuilder::relu(Value x) { return add(ReLU{}, {x}); }
-Value GraphBuilder::leaky_relu(Value x, double negative_slope) { return add(LeakyReLU{negative_slope}, {x}); }
-Value GraphBuilder::gelu(Value x, GeluApproximate approximate) { return add(GELU{approximate}, {x}); }
-Value GraphBuilder::silu(Value x) { return add(SiLU{}, {x}); }
-Value GraphBuilder::sigmoid(Value x) { return add(Sigmoid{}, {x}); }
-Value GraphBuilder::tanh(Value x) { return add(Tanh{}, {x}); }
-Value GraphBuilder::softplus(Value x, double beta, double threshold) { return add(Softplus{beta, threshold}, {x}); }
-Value GraphBuilder::elu(Value x, double alpha) { return add(ELU{alpha}, {x}); }
-Value GraphBuilder::hardswish(Value x) { return add(Hardswish{}, {x}); }
-Value GraphBuilder::softmax(Value x, std::int64_t axis) { return add(Softmax{axis}, {x}); }
-Value GraphBuilder::log_softmax(Value x, std::int64_t axis) { return add(LogSoftmax{axis}, {x}); }
+Value GraphBuilder::relu(Value x) { return add_standard(ReLU{}, {x}); }
+Value GraphBuilder::leaky_relu(Value x, double negative_slope) { return add_standard(LeakyReLU{negative_slope}, {x}); }
+Value GraphBuilder::gelu(Value x, GeluApproximate approximate) { return add_standard(GELU{approximate}, {x}); }
+Value GraphBuilder::silu(Value x) { return add_standard(SiLU{}, {x}); }
+Value GraphBuilder::sigmoid(Value x) { return add_standard(Sigmoid{}, {x}); }
+Value GraphBuilder::tanh(Value x) { return add_standard(Tanh{}, {x}); }
+Value GraphBuilder::softplus(Value x, double beta, double threshold) {
+  return add_standard(Softplus{beta, threshold}, {x});
+}
+Value GraphBuilder::elu(Value x, double alpha) { return add_standard(ELU{alpha}, {x}); }
+Value GraphBuilder::hardswish(Value x) { return add_standard(Hardswish{}, {x}); }
+Value GraphBuilder::softmax(Value x, std::int64_t axis) { return add_standard(Softmax{axis}, {x}); }
+Value GraphBuilder::log_softmax(Value x, std::int64_t axis) { return add_standard(LogSoftmax{axis}, {x}); }
 
 // ---- arithmetic and math
 
-Value GraphBuilder::add(Value a, Value b) { return add(Binary{BinaryOp::add}, {a, b}); }
-Value GraphBuilder::sub(Value a, Value b) { return add(Binary{BinaryOp::sub}, {a, b}); }
-Value GraphBuilder::mul(Value a, Value b) { return add(Binary{BinaryOp::mul}, {a, b}); }
-Value GraphBuilder::div(Value a, Value b) { return add(Binary{BinaryOp::div}, {a, b}); }
-Value GraphBuilder::pow(Value a, Value b) { return add(Binary{BinaryOp::pow}, {a, b}); }
-Value GraphBuilder::maximum(Value a, Value b) { return add(Binary{BinaryOp::maximum}, {a, b}); }
-Value GraphBuilder::minimum(Value a, Value b) { return add(Binary{BinaryOp::minimum}, {a, b}); }
-Value GraphBuilder::exp(Value x) { return add(Unary{UnaryOp::exp}, {x}); }
-Value GraphBuilder::log(Value x) { return add(Unary{UnaryOp::log}, {x}); }
-Value GraphBuilder::sqrt(Value x) { return add(Unary{UnaryOp::sqrt}, {x}); }
-Value GraphBuilder::abs(Value x) { return add(Unary{UnaryOp::abs}, {x}); }
-Value GraphBuilder::neg(Value x) { return add(Unary{UnaryOp::neg}, {x}); }
-Value GraphBuilder::reciprocal(Value x) { return add(Unary{UnaryOp::reciprocal}, {x}); }
+Value GraphBuilder::add(Value a, Value b) { return add_standard(Binary{BinaryOp::add}, {a, b}); }
+Value GraphBuilder::sub(Value a, Value b) { return add_standard(Binary{BinaryOp::sub}, {a, b}); }
+Value GraphBuilder::mul(Value a, Value b) { return add_standard(Binary{BinaryOp::mul}, {a, b}); }
+Value GraphBuilder::div(Value a, Value b) { return add_standard(Binary{BinaryOp::div}, {a, b}); }
+Value GraphBuilder::pow(Value a, Value b) { return add_standard(Binary{BinaryOp::pow}, {a, b}); }
+Value GraphBuilder::maximum(Value a, Value b) { return add_standard(Binary{BinaryOp::maximum}, {a, b}); }
+Value GraphBuilder::minimum(Value a, Value b) { return add_standard(Binary{BinaryOp::minimum}, {a, b}); }
+Value GraphBuilder::exp(Value x) { return add_standard(Unary{UnaryOp::exp}, {x}); }
+Value GraphBuilder::log(Value x) { return add_standard(Unary{UnaryOp::log}, {x}); }
+Value GraphBuilder::sqrt(Value x) { return add_standard(Unary{UnaryOp::sqrt}, {x}); }
+Value GraphBuilder::abs(Value x) { return add_standard(Unary{UnaryOp::abs}, {x}); }
+Value GraphBuilder::neg(Value x) { return add_standard(Unary{UnaryOp::neg}, {x}); }
+Value GraphBuilder::reciprocal(Value x) { return add_standard(Unary{UnaryOp::reciprocal}, {x}); }
 
 Value GraphBuilder::sum(Value x, std::vector<std::int64_t> axes, bool keepdim) {
-  return add(Reduce{ReduceOp::sum, std::move(axes), keepdim}, {x});
+  return add_standard(Reduce{ReduceOp::sum, std::move(axes), keepdim}, {x});
 }
 Value GraphBuilder::mean(Value x, std::vector<std::int64_t> axes, bool keepdim) {
-  return add(Reduce{ReduceOp::mean, std::move(axes), keepdim}, {x});
+  return add_standard(Reduce{ReduceOp::mean, std::move(axes), keepdim}, {x});
 }
 Value GraphBuilder::max(Value x, std::vector<std::int64_t> axes, bool keepdim) {
-  return add(Reduce{ReduceOp::max, std::move(axes), keepdim}, {x});
+  return add_standard(Reduce{ReduceOp::max, std::move(axes), keepdim}, {x});
 }
 
 // ---- shape ops
 
 Value GraphBuilder::flatten(Value x, std::int64_t start_dim, std::int64_t end_dim) {
-  return add(Flatten{start_dim, end_dim}, {x});
+  return add_standard(Flatten{start_dim, end_dim}, {x});
 }
-Value GraphBuilder::reshape(Value x, std::vector<Dim> shape) { return add(Reshape{std::move(shape)}, {x}); }
-Value GraphBuilder::transpose(Value x, std::int64_t dim0, std::int64_t dim1) { return add(Transpose{dim0, dim1}, {x}); }
-Value GraphBuilder::permute(Value x, std::vector<std::int64_t> dims) { return add(Permute{std::move(dims)}, {x}); }
-Value GraphBuilder::concat(std::vector<Value> xs, std::int64_t axis) { return add(Concat{axis}, std::move(xs)); }
+Value GraphBuilder::reshape(Value x, std::vector<Dim> shape) { return add_standard(Reshape{std::move(shape)}, {x}); }
+Value GraphBuilder::transpose(Value x, std::int64_t dim0, std::int64_t dim1) {
+  return add_standard(Transpose{dim0, dim1}, {x});
+}
+Value GraphBuilder::permute(Value x, std::vector<std::int64_t> dims) {
+  return add_standard(Permute{std::move(dims)}, {x});
+}
+Value GraphBuilder::concat(std::vector<Value> xs, std::int64_t axis) {
+  return add_standard(Concat{axis}, std::move(xs));
+}
 
 std::vector<Value> GraphBuilder::split(Value x, const std::vector<std::int64_t>& sizes, std::int64_t axis) {
   const std::size_t count = sizes.empty() ? 1 : sizes.size();
@@ -613,7 +636,7 @@ std::vector<Value> GraphBuilder::split(Value x, const std::vector<std::int64_t>&
   }
   std::vector<Value> pieces;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    const Value piece = add(Split{axis, sizes, static_cast<std::int64_t>(i)}, {x});
+    const Value piece = add_standard(Split{axis, sizes, static_cast<std::int64_t>(i)}, {x});
     if (!piece.valid()) return std::vector<Value>(count, piece);  // the first piece already says why
     pieces.push_back(piece);
   }
@@ -655,18 +678,18 @@ std::vector<Value> GraphBuilder::chunk(Value x, std::int64_t chunks, std::int64_
 
 Value GraphBuilder::slice(Value x, std::int64_t axis, std::optional<std::int64_t> start,
                           std::optional<std::int64_t> end, std::int64_t step) {
-  return add(Slice{axis, start, end, step}, {x});
+  return add_standard(Slice{axis, start, end, step}, {x});
 }
 
 Value GraphBuilder::pad(Value x, std::vector<std::int64_t> pads, PadMode mode, double value) {
-  return add(Pad{std::move(pads), mode, value}, {x});
+  return add_standard(Pad{std::move(pads), mode, value}, {x});
 }
 
 Value GraphBuilder::upsample(Value x, double scale) { return upsample(x, scale, scale); }
 Value GraphBuilder::upsample(Value x, double scale_h, double scale_w) {
-  return add(Upsample{scale_h, scale_w, UpsampleMode::nearest}, {x});
+  return add_standard(Upsample{scale_h, scale_w, UpsampleMode::nearest}, {x});
 }
 
-Value GraphBuilder::cast(Value x, DType dtype) { return add(Cast{dtype}, {x}); }
+Value GraphBuilder::cast(Value x, DType dtype) { return add_standard(Cast{dtype}, {x}); }
 
 }  // namespace teeny
