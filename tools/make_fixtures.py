@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""Writes teeny's PyTorch reference fixtures (deterministic: running it twice gives identical bytes).
+"""Writes teeny's PyTorch reference fixtures (deterministic on one machine: running it twice gives
+identical bytes; on another CPU, PyTorch's convolutions and matrix products may differ in the last
+bits, so commit only the fixtures a change adds or means to change).
 
 PyTorch is the independent reference: every expected value here is computed by PyTorch (1.13 on
 Debian 12: run with /usr/bin/python3), so teeny's tests compare against it without needing PyTorch.
@@ -459,6 +461,8 @@ def define_cases():
     add("elu", "F.elu(x)", {"x": act})
     add("elu_alpha0_5", "F.elu(x, alpha=0.5)", {"x": act})
     add("hardswish", "F.hardswish(x)", {"x": G(lambda: torch.cat([torch.linspace(-5.0, 5.0, 41), torch.tensor([-3.0, 3.0, 0.0])]))})
+    add("hardsigmoid", "F.hardsigmoid(x)", {"x": G(lambda: torch.cat([torch.linspace(-5.0, 5.0, 41), torch.tensor([-3.0, 3.0, 0.0, float("nan")])]))},
+        note="both kinks, and NaN (which stays NaN)")
 
     # -- softmax / log_softmax (3-D, with large values)
     def soft_input():

@@ -28,6 +28,7 @@ enum class UnaryFn : std::uint8_t {
   softplus,  // alpha = beta, beta = threshold
   elu,       // alpha
   hardswish,
+  hardsigmoid,
   exp,
   log,
   sqrt,
@@ -72,6 +73,10 @@ TEENY_HD inline T apply_unary(UnaryFn fn, T x, UnaryParams p) {
       const T clamped = shifted < zero ? zero : (shifted > T(6) ? T(6) : shifted);
       return x * clamped / T(6);
     }
+    case UnaryFn::hardsigmoid: {
+      const T shifted = x + T(3);
+      return (shifted < zero ? zero : (shifted > T(6) ? T(6) : shifted)) / T(6);  // NaN stays NaN
+    }
     case UnaryFn::exp: return exp(x);
     case UnaryFn::log: return log(x);
     case UnaryFn::sqrt: return sqrt(x);
@@ -115,6 +120,7 @@ TEENY_HD inline T unary_derivative(UnaryFn fn, T x, T y, UnaryParams p) {
     }
     case UnaryFn::elu: return x > zero ? one : T(p.alpha) * exp(x);
     case UnaryFn::hardswish: return x < T(-3) ? zero : (x <= T(3) ? x / T(3) + T(0.5) : one);
+    case UnaryFn::hardsigmoid: return (x > T(-3) && x < T(3)) ? one / T(6) : zero;  // 0 at both kinks
     case UnaryFn::exp: return y;
     case UnaryFn::log: return one / x;
     case UnaryFn::sqrt: return one / (T(2) * y);

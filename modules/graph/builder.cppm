@@ -198,6 +198,7 @@ class GraphBuilder {
   Value softplus(Value x, double beta = 1, double threshold = 20);
   Value elu(Value x, double alpha = 1);
   Value hardswish(Value x);
+  Value hardsigmoid(Value x);
   Value softmax(Value x, std::int64_t axis = -1);
   Value log_softmax(Value x, std::int64_t axis = -1);
 
@@ -582,6 +583,7 @@ Value GraphBuilder::softplus(Value x, double beta, double threshold) {
 }
 Value GraphBuilder::elu(Value x, double alpha) { return add_standard(ELU{alpha}, {x}); }
 Value GraphBuilder::hardswish(Value x) { return add_standard(Hardswish{}, {x}); }
+Value GraphBuilder::hardsigmoid(Value x) { return add_standard(Hardsigmoid{}, {x}); }
 Value GraphBuilder::softmax(Value x, std::int64_t axis) { return add_standard(Softmax{axis}, {x}); }
 Value GraphBuilder::log_softmax(Value x, std::int64_t axis) { return add_standard(LogSoftmax{axis}, {x}); }
 

@@ -48,7 +48,7 @@ using GraphOp = std::variant<
     Embedding,                                                                               // sequence
     Dropout,                                                                                 // elementwise
     Attention,                                                                               // sequence
-    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish,                    // elementwise
+    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Hardsigmoid,       // elementwise
     Softmax, LogSoftmax,                                                                     // reduce
     Binary, Unary,                                                                           // elementwise
     Reduce,                                                                                  // reduce

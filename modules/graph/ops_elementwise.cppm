@@ -126,6 +126,16 @@ struct Hardswish {
 };
 static_assert(GraphOpType<Hardswish>);
 
+/// relu6(x + 3) / 6 (PyTorch's nn.Hardsigmoid).
+struct Hardsigmoid {
+  static constexpr std::string_view kind = "hardsigmoid";
+  static constexpr Arity arity{1, 1};
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const Hardsigmoid&, const Hardsigmoid&) = default;
+};
+static_assert(GraphOpType<Hardsigmoid>);
+
 // ---- arithmetic ------------------------------------------------------------------------------------
 
 /// An element-wise binary op: `count` is not one but how many there are (it stays last, so it
@@ -232,6 +242,7 @@ Result<TensorType> Sigmoid::infer(std::span<const TensorType> inputs) const { re
 Result<TensorType> Tanh::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
 Result<TensorType> ELU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
 Result<TensorType> Hardswish::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> Hardsigmoid::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
 
 Result<TensorType> Softplus::infer(std::span<const TensorType> inputs) const {
   if (beta == 0) return fail(Errc::invalid_argument, "beta must not be zero");

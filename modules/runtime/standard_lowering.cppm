@@ -62,6 +62,7 @@ inline Activation activation(const Tanh&) { return {UnaryFn::tanh, {}}; }
 inline Activation activation(const Softplus& a) { return {UnaryFn::softplus, {a.beta, a.threshold}}; }
 inline Activation activation(const ELU& a) { return {UnaryFn::elu, {a.alpha, 0}}; }
 inline Activation activation(const Hardswish&) { return {UnaryFn::hardswish, {}}; }
+inline Activation activation(const Hardsigmoid&) { return {UnaryFn::hardsigmoid, {}}; }
 inline Activation activation(const Unary& u) {
   switch (u.op) {
     case UnaryOp::exp: return {UnaryFn::exp, {}};

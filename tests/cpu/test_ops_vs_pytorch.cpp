@@ -389,6 +389,7 @@ std::vector<OpCase> cases() {
       {"elu", {"x"}, [](GraphBuilder& b, auto& in) { return b.elu(in[0]); }},
       {"elu_alpha0_5", {"x"}, [](GraphBuilder& b, auto& in) { return b.elu(in[0], 0.5); }},
       {"hardswish", {"x"}, unary(&GraphBuilder::hardswish)},
+      {"hardsigmoid", {"x"}, unary(&GraphBuilder::hardsigmoid)},
       {"exp", {"x"}, unary(&GraphBuilder::exp)},
       {"log", {"x"}, unary(&GraphBuilder::log)},
       {"sqrt", {"x"}, unary(&GraphBuilder::sqrt)},

@@ -212,6 +212,7 @@ Value make(op_t<teeny::Tanh>, Step& s, Value x) { return s.b.tanh(x); }
 Value make(op_t<teeny::Softplus>, Step& s, Value x) { return s.b.softplus(x, s.in.real(), s.in.real()); }
 Value make(op_t<teeny::ELU>, Step& s, Value x) { return s.b.elu(x, s.in.real()); }
 Value make(op_t<teeny::Hardswish>, Step& s, Value x) { return s.b.hardswish(x); }
+Value make(op_t<teeny::Hardsigmoid>, Step& s, Value x) { return s.b.hardsigmoid(x); }
 Value make(op_t<teeny::Softmax>, Step& s, Value x) { return s.b.softmax(x, s.in.integer()); }
 Value make(op_t<teeny::LogSoftmax>, Step& s, Value x) { return s.b.log_softmax(x, s.in.integer()); }
 Value make(op_t<teeny::Binary>, Step& s, Value x) {

@@ -16,8 +16,8 @@ import teeny.graph;
 using namespace graph_test;
 
 TEST_CASE("activations keep the type and reject integer inputs, naming the dtype") {
-  const std::vector<GraphOp> activations{ReLU{},     LeakyReLU{}, GELU{},      SiLU{},    Sigmoid{},   Tanh{},
-                                         Softplus{}, ELU{},       Hardswish{}, Softmax{}, LogSoftmax{}};
+  const std::vector<GraphOp> activations{ReLU{},     LeakyReLU{}, GELU{},      SiLU{},        Sigmoid{}, Tanh{},
+                                         Softplus{}, ELU{},       Hardswish{}, Hardsigmoid{}, Softmax{}, LogSoftmax{}};
   for (const GraphOp& op : activations) {
     CAPTURE(describe(op));
     CHECK(*run(op, {f32({batch, 10})}) == f32({batch, 10}));

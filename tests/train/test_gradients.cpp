@@ -89,11 +89,15 @@ std::vector<GradCase> cases(DType dt) {
   });
   // Every unary function, on values a Linear makes (log, sqrt, reciprocal on positive ones).
   using Unary = Value (GraphBuilder::*)(Value);
-  const std::pair<const char*, Unary> unaries[] = {
-      {"sigmoid", &GraphBuilder::sigmoid}, {"tanh", &GraphBuilder::tanh},
-      {"silu", &GraphBuilder::silu},       {"hardswish", &GraphBuilder::hardswish},
-      {"exp", &GraphBuilder::exp},         {"abs", &GraphBuilder::abs},
-      {"neg", &GraphBuilder::neg},         {"relu", &GraphBuilder::relu}};
+  const std::pair<const char*, Unary> unaries[] = {{"sigmoid", &GraphBuilder::sigmoid},
+                                                   {"tanh", &GraphBuilder::tanh},
+                                                   {"silu", &GraphBuilder::silu},
+                                                   {"hardswish", &GraphBuilder::hardswish},
+                                                   {"hardsigmoid", &GraphBuilder::hardsigmoid},
+                                                   {"exp", &GraphBuilder::exp},
+                                                   {"abs", &GraphBuilder::abs},
+                                                   {"neg", &GraphBuilder::neg},
+                                                   {"relu", &GraphBuilder::relu}};
   for (const auto& [name, fn] : unaries) {
     add(std::string("unary_") + name,
         [fn, dt](GraphBuilder& b) { return (b.*fn)(trained(b, b.input("x", dt, {3, 4}), 5, "fc")); });
