@@ -1,5 +1,7 @@
 // The CUDA backward kernels of the layers (linear, matmul, convolution, the norms, embedding and
-// attention) against the CPU backend's: each op's backward run on the GPU in f32, f64, f16 and bf16
+// attention) in the cases beyond the op table's (tests/ops/cases.hpp, which
+// tests/cuda/test_kernels.cpp runs): more shapes and attributes, the eval phase, large tables and
+// rows. Each op's backward runs on the GPU in f32, f64, f16 and bf16
 // and by the CPU kernel in f64, from the same (rounded) inputs, dL/dy and starting gradients; and
 // batch norm's training forward (batch statistics, running ones moved). Training builds only.
 // Without a GPU the cases still pack every op's backward arguments in every dtype (and run the CPU
@@ -243,8 +245,9 @@ void check_running_statistics(std::optional<double> momentum) {
   CHECK(count == want_count);
   for (std::size_t c = 0; c < mean.size(); ++c) {
     CAPTURE(c);
-    CHECK(std::abs(from_element(mean[c]) - want_mean[c]) <= tolerance<T>() * std::max(1.0, std::abs(want_mean[c])));
-    CHECK(std::abs(from_element(var[c]) - want_var[c]) <= tolerance<T>() * std::max(1.0, std::abs(want_var[c])));
+    CHECK(std::abs(from_element(mean[c]) - want_mean[c]) <=
+          Tolerance{}.of<T>() * std::max(1.0, std::abs(want_mean[c])));
+    CHECK(std::abs(from_element(var[c]) - want_var[c]) <= Tolerance{}.of<T>() * std::max(1.0, std::abs(want_var[c])));
   }
 }
 }  // namespace

@@ -1,5 +1,7 @@
 // The CUDA backward kernels of the pointwise and data-movement ops (elementwise, dropout, shape,
-// pooling, softmax and reductions) against the CPU backend's: each op's backward run on the GPU in
+// pooling, softmax and reductions) in the cases beyond the op table's (tests/ops/cases.hpp, which
+// tests/cuda/test_kernels.cpp runs): more broadcast shapes, ties, an operand given twice, casts
+// across dtypes, the eval phase. Each op's backward runs on the GPU in
 // f32, f64, f16 and bf16 and by the CPU kernel in f64 on the same (rounded) inputs, from random
 // dL/dy and random starting gradients (kernels add to them). Without a GPU the cases still pack
 // every launch's arguments in every dtype (and run the CPU reference), then print why they skip.
@@ -11,16 +13,6 @@ using namespace kernel_check;  // NOLINT(google-build-using-namespace): the harn
 
 namespace {
 
-// `t` with every value moved away from 0 (|v| >= 0.5): a divisor, a reciprocal's input.
-HostTensor away_from_zero(HostTensor t) {
-  for (double& v : t.values) v = v < 0 ? v - 0.5 : v + 0.5;
-  return t;
-}
-// `t` with every value positive (>= 0.5): log, sqrt, a pow's base.
-HostTensor positive(HostTensor t) {
-  for (double& v : t.values) v = std::abs(v) + 0.5;
-  return t;
-}
 // A tensor of few distinct values, so that maxima tie (max pooling's and amax's tie rules).
 HostTensor with_ties(const ConcreteShape& shape) {
   HostTensor t{shape, std::vector<double>(static_cast<std::size_t>(shape.numel()))};
@@ -29,47 +21,6 @@ HostTensor with_ties(const ConcreteShape& shape) {
 }
 
 }  // namespace
-
-TEST_CASE("cuda backward: unary functions add dy * fn'(x) to dx") {
-  struct Case {
-    teeny::UnaryFn fn;
-    teeny::UnaryParams params;
-    HostTensor x;
-  };
-  const HostTensor x = random_tensor({3, 5, 7}, 1);
-  HostTensor wide = x;  // across hardswish's three pieces
-  for (double& v : wide.values) v *= 2.5;
-  const Case cases[] = {
-      {teeny::UnaryFn::relu, {}, x},
-      {teeny::UnaryFn::leaky_relu, {0.1, 0}, x},
-      {teeny::UnaryFn::gelu_erf, {}, x},
-      {teeny::UnaryFn::gelu_tanh, {}, x},
-      {teeny::UnaryFn::silu, {}, x},
-      {teeny::UnaryFn::sigmoid, {}, x},
-      {teeny::UnaryFn::tanh, {}, x},
-      {teeny::UnaryFn::softplus, {2.0, 1.0}, x},  // beta 2, threshold 1: both branches
-      {teeny::UnaryFn::elu, {1.5, 0}, x},
-      {teeny::UnaryFn::hardswish, {}, wide},
-      {teeny::UnaryFn::exp, {}, x},
-      {teeny::UnaryFn::log, {}, positive(x)},
-      {teeny::UnaryFn::sqrt, {}, positive(x)},
-      {teeny::UnaryFn::abs, {}, x},
-      {teeny::UnaryFn::neg, {}, x},
-      {teeny::UnaryFn::reciprocal, {}, away_from_zero(x)},
-  };
-  for (const Case& c : cases) {
-    CAPTURE(static_cast<int>(c.fn));
-    check_backward_against_cpu(
-        [&c]<class T>() {
-          teeny::unary_op<T> op;
-          op.fn = c.fn;
-          op.params = c.params;
-          op.out = output<T>({3, 5, 7});
-          return op;
-        },
-        {{c.x}}, {3, 5, 7});
-  }
-}
 
 TEST_CASE("cuda backward: binary ops sum each operand's gradient over its broadcast dims") {
   struct Shapes {
@@ -202,7 +153,7 @@ void check_shared_operand(teeny::BinaryFn fn, bool gpu) {
   for (double w : want) scale = std::max(scale, std::abs(w));
   for (std::size_t i = 0; i < got.size(); ++i) {
     CAPTURE(i);
-    CHECK(std::abs(from_element(got[i]) - want[i]) <= 4 * tolerance<T>() * scale);
+    CHECK(std::abs(from_element(got[i]) - want[i]) <= 4 * Tolerance{}.of<T>() * scale);
   }
 }
 
@@ -328,18 +279,6 @@ TEST_CASE("cuda backward: padding gathers every output that read an element, nea
         return op;
       },
       {{image}}, {2, 2, 4, 6});
-}
-
-TEST_CASE("cuda backward: a cast passes dy back converted to x's dtype") {
-  // Within the harness a cast's input has the op's dtype (one dtype to the other is below).
-  check_backward_against_cpu(
-      []<class T>() {
-        teeny::cast_op<T> op;
-        op.dtype = teeny::dtype_of<T>;
-        op.out = output<T>({3, 5});
-        return op;
-      },
-      {{random_tensor({3, 5}, 13)}}, {3, 5});
 }
 
 namespace {

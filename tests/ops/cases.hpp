@@ -1,0 +1,354 @@
+#pragma once
+// The one table of op cases: every executable op of standard_ops (InputOp aside: it has no kernel),
+// each with the shapes and attributes that exercise its paths, made per element type by a generic
+// lambda. It drives
+//   - the CPU checks (tests/ops/test_cases.cpp): f32 against f64, and in training builds the
+//     backward against central finite differences in f64;
+//   - the CUDA checks (tests/cuda/test_kernels.cpp): forward and backward in f32, f64, f16 and
+//     bf16 against the CPU in f64.
+// "op cases: every op of standard_ops has a case" fails, naming the op, for an op without one.
+// Cases that need more than this shape (a backward's tie rules, a running statistic, casts across
+// dtypes, an operand shared by both inputs) stay beside their backend's tests.
+#include <cmath>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/harness.hpp"
+
+namespace op_harness {
+
+/// One case: `make.template operator()<T>()` builds the op in element type T.
+template <class Make>
+struct OpCase {
+  std::string name;
+  Make make;
+  Operands operands;
+  ConcreteShape out;
+  teeny::RunPhase phase{};                     // the forward's (eval unless said)
+  teeny::RunPhase backward_phase{true, 7, 3};  // the forward before a backward (training unless said)
+  Tolerance tolerance{};
+  bool smooth = true;  // false where the inputs sit on a kink (ties): no finite differences there
+};
+
+/// Calls `visit(OpCase{...})` for every case of the table.
+template <class Visit>
+void for_each_op_case(Visit&& visit) {
+  using teeny::UnaryFn, teeny::BinaryFn, teeny::ReduceFn;
+  const auto case_of = [&visit](std::string name, auto make, Operands operands, ConcreteShape out,
+                                teeny::RunPhase phase = {}) {
+    visit(OpCase<decltype(make)>{std::move(name), make, std::move(operands), std::move(out), phase});
+  };
+
+  // ---- linear ----
+  for (const bool bias : {true, false}) {
+    Operands operands{{random_tensor({2, 20, 37}, 19)}, {random_tensor({19, 37}, 20)}};
+    if (bias) operands.params.push_back(random_tensor({19}, 21));
+    case_of(bias ? "linear, bias, gelu_tanh epilogue, partial tiles" : "linear, no bias, gelu_tanh epilogue",
+            [bias]<class T>() {
+              teeny::linear_op<T> op;
+              op.attrs.in_features = 37;
+              op.attrs.out_features = 19;
+              op.attrs.bias = bias;
+              op.epilogue = {true, UnaryFn::gelu_tanh, {}};
+              op.out = output<T>({2, 20, 19});
+              return op;
+            },
+            operands, {2, 20, 19});
+  }
+  case_of("matmul, broadcast batches",
+          []<class T>() {
+            teeny::matmul_op<T> op;
+            op.out = output<T>({2, 5, 3, 6});
+            return op;
+          },
+          {{random_tensor({2, 1, 3, 4}, 35), random_tensor({5, 4, 6}, 36)}}, {2, 5, 3, 6});
+  case_of("matmul, 1-d left operand",
+          []<class T>() {
+            teeny::matmul_op<T> op;
+            op.out = output<T>({6});
+            return op;
+          },
+          {{random_tensor({4}, 37), random_tensor({4, 6}, 38)}}, {6});
+
+  // ---- elementwise: every unary function, every binary one with broadcasting, dropout ----
+  const HostTensor act = random_tensor({3, 5, 7}, 1);
+  for (std::size_t f = 0; f < teeny::unary_fn_count; ++f) {
+    const auto fn = static_cast<UnaryFn>(f);
+    const teeny::UnaryParams params = fn == UnaryFn::softplus     ? teeny::UnaryParams{2.0, 1.0}  // both branches
+                                      : fn == UnaryFn::leaky_relu ? teeny::UnaryParams{0.1, 0}
+                                      : fn == UnaryFn::elu        ? teeny::UnaryParams{1.5, 0}
+                                                                  : teeny::UnaryParams{};
+    const bool needs_positive = fn == UnaryFn::log || fn == UnaryFn::sqrt;
+    // hardswish and hardsigmoid over all three pieces; the others on [-2, 2].
+    const HostTensor x = needs_positive                                           ? positive(act)
+                         : fn == UnaryFn::reciprocal                              ? away_from_zero(act)
+                         : fn == UnaryFn::hardswish || fn == UnaryFn::hardsigmoid ? scaled(act, 2.5)
+                                                                                  : act;
+    case_of("unary fn " + std::to_string(f),
+            [fn, params]<class T>() {
+              teeny::unary_op<T> op;
+              op.fn = fn;
+              op.params = params;
+              op.out = output<T>({3, 5, 7});
+              return op;
+            },
+            {{x}}, {3, 5, 7});
+  }
+  for (const BinaryFn fn : {BinaryFn::add, BinaryFn::sub, BinaryFn::mul, BinaryFn::div, BinaryFn::pow,
+                            BinaryFn::maximum, BinaryFn::minimum}) {
+    HostTensor a = random_tensor({2, 1, 4}, 2);
+    HostTensor b = random_tensor({3, 1}, 3);
+    if (fn == BinaryFn::div) b = away_from_zero(b);
+    if (fn == BinaryFn::pow) a = positive(a);
+    case_of("binary fn " + std::to_string(static_cast<int>(fn)) + ", both operands broadcast",
+            [fn]<class T>() {
+              teeny::binary_op<T> op;
+              op.fn = fn;
+              op.out = output<T>({2, 3, 4});
+              return op;
+            },
+            {{a, b}}, {2, 3, 4});
+  }
+  case_of("binary mul, sigmoid epilogue",
+          []<class T>() {
+            teeny::binary_op<T> op;
+            op.fn = BinaryFn::mul;
+            op.epilogue = {true, UnaryFn::sigmoid, {}};
+            op.out = output<T>({2, 3, 4});
+            return op;
+          },
+          {{random_tensor({2, 3, 4}, 4), random_tensor({3, 1}, 5)}}, {2, 3, 4});
+  case_of(
+      "dropout p=0.3, training phase",
+      []<class T>() {
+        teeny::dropout_op<T> op;
+        op.attrs.p = 0.3;
+        op.stream = 11;
+        op.out = output<T>({4, 5, 6});
+        return op;
+      },
+      {{random_tensor({4, 5, 6}, 6)}}, {4, 5, 6}, teeny::RunPhase{true, 7, 3});
+
+  // ---- shape ----
+  const HostTensor x3 = random_tensor({2, 3, 4}, 7);
+  case_of("reshape",
+          []<class T>() {
+            teeny::reshape_op<T> op;
+            op.out = output<T>({6, 4});
+            return op;
+          },
+          {{x3}}, {6, 4});
+  case_of("permute",
+          []<class T>() {
+            teeny::permute_op<T> op;
+            op.dims = {2, 0, 1};
+            op.out = output<T>({4, 2, 3});
+            return op;
+          },
+          {{x3}}, {4, 2, 3});
+  case_of("slice, stepped",
+          []<class T>() {
+            teeny::slice_op<T> op;
+            op.axis = 2;
+            op.start = 1;
+            op.step = 2;
+            op.out = output<T>({2, 3, 2});
+            return op;
+          },
+          {{x3}}, {2, 3, 2});
+  case_of("concat of two",
+          []<class T>() {
+            teeny::concat_op<T> op;
+            op.axis = 1;
+            op.inputs = 2;
+            op.out = output<T>({2, 5, 4});
+            return op;
+          },
+          {{x3, random_tensor({2, 2, 4}, 8)}}, {2, 5, 4});
+  for (const teeny::PadMode mode : {teeny::PadMode::constant, teeny::PadMode::reflect, teeny::PadMode::replicate}) {
+    case_of(std::string("pad ") + std::string(teeny::name(mode)) + ", one side cropped",
+            [mode]<class T>() {
+              teeny::pad_op<T> op;
+              op.attrs.pads = {1, 2, 2, -1};  // last dim: 1 before, 2 after; dim 1: 2 before, 1 cropped after
+              op.attrs.mode = mode;
+              op.attrs.value = 0.5;
+              op.out = output<T>({2, 4, 7});
+              return op;
+            },
+            {{x3}}, {2, 4, 7});
+  }
+  case_of("upsample nearest, scales 2 and 1.5",
+          []<class T>() {
+            teeny::upsample_op<T> op;
+            op.attrs.scale_h = 2;
+            op.attrs.scale_w = 1.5;
+            op.out = output<T>({1, 2, 6, 6});
+            return op;
+          },
+          {{random_tensor({1, 2, 3, 4}, 9)}}, {1, 2, 6, 6});
+  case_of("cast to its own dtype",
+          []<class T>() {
+            teeny::cast_op<T> op;
+            op.dtype = teeny::dtype_of<T>;
+            op.out = output<T>({3, 5});
+            return op;
+          },
+          {{random_tensor({3, 5}, 13)}}, {3, 5});
+
+  // ---- conv ----
+  case_of("conv2d grouped, strided, dilated, relu epilogue",
+          []<class T>() {
+            teeny::conv_op<T> op;
+            op.attrs = {4, 6, 3, 2, 1, 1, 2, true};  // in, out, kernel, stride, padding, dilation, groups, bias
+            op.epilogue = {true, UnaryFn::relu, {}};
+            op.out = output<T>({2, 6, 5, 4});
+            return op;
+          },
+          {{random_tensor({2, 4, 9, 8}, 22)}, {random_tensor({6, 2, 3, 3}, 23), random_tensor({6}, 24)}}, {2, 6, 5, 4});
+  case_of(
+      "conv1d strided, padded",
+      []<class T>() {
+        auto op = teeny::conv_op<T>::from(
+            teeny::Conv1d{.in_channels = 3, .out_channels = 2, .kernel = 3, .stride = 2, .padding = 1, .bias = true},
+            output<T>({2, 2, 4}));
+        op.epilogue = {true, UnaryFn::tanh, {}};
+        return op;
+      },
+      {{random_tensor({2, 3, 8}, 128)}, {random_tensor({2, 3, 3}, 129), random_tensor({2}, 130)}}, {2, 2, 4});
+
+  // ---- pool ----
+  const HostTensor image = random_tensor({2, 3, 8, 7}, 5);
+  case_of("max_pool2d strided, padded, dilated",
+          []<class T>() {
+            teeny::max_pool2d_op<T> op;
+            op.attrs.kernel = {3, 3};
+            op.attrs.stride = teeny::Size2{2, 2};
+            op.attrs.padding = {1, 1};
+            op.attrs.dilation = {1, 2};
+            op.out = output<T>({2, 3, 4, 3});
+            return op;
+          },
+          {{image}}, {2, 3, 4, 3});
+  case_of("avg_pool2d ceil mode, padding not counted",
+          []<class T>() {
+            teeny::avg_pool2d_op<T> op;
+            op.attrs.kernel = {3, 3};
+            op.attrs.stride = teeny::Size2{2, 2};
+            op.attrs.padding = {1, 1};
+            op.attrs.ceil_mode = true;
+            op.attrs.count_include_pad = false;
+            op.out = output<T>({2, 3, 5, 4});
+            return op;
+          },
+          {{image}}, {2, 3, 5, 4});
+  case_of("adaptive_avg_pool2d to 3x2",
+          []<class T>() {
+            teeny::adaptive_avg_pool2d_op<T> op;
+            op.attrs.output_size = {3, 2};
+            op.out = output<T>({2, 3, 3, 2});
+            return op;
+          },
+          {{image}}, {2, 3, 3, 2});
+
+  // ---- norm ----
+  {
+    const HostTensor x = random_tensor({4, 3, 10}, 140);  // [N, C, S]
+    const HostTensor var = positive(random_tensor({3}, 144));
+    const HostTensor count{{}, {3.0}};  // num_batches_tracked
+    for (const bool affine : {true, false}) {
+      Operands operands{{x}};
+      if (affine) operands.params = {random_tensor({3}, 141), random_tensor({3}, 142)};
+      operands.params.insert(operands.params.end(), {random_tensor({3}, 143), var, count});
+      case_of(std::string("batch_norm, running statistics, relu epilogue") + (affine ? "" : ", no affine"),
+              [affine]<class T>() {
+                teeny::batch_norm_op<T> op;
+                op.attrs.num_features = 3;
+                op.attrs.spatial_dims = 1;
+                op.attrs.affine = affine;
+                op.epilogue = {true, UnaryFn::relu, {}};
+                op.out = output<T>({4, 3, 10});
+                return op;
+              },
+              operands, {4, 3, 10});
+    }
+  }
+  const HostTensor rows = random_tensor({6, 2, 5}, 12);
+  case_of("layer_norm over the last two dims",
+          []<class T>() {
+            teeny::layer_norm_op<T> op;
+            op.attrs.normalized_shape = {2, 5};
+            op.out = output<T>({6, 2, 5});
+            return op;
+          },
+          {{rows}, {random_tensor({2, 5}, 13), random_tensor({2, 5}, 14)}}, {6, 2, 5});
+  case_of("rms_norm",
+          []<class T>() {
+            teeny::rms_norm_op<T> op;
+            op.attrs.normalized_shape = {5};
+            op.attrs.eps = 1e-6;
+            op.out = output<T>({6, 2, 5});
+            return op;
+          },
+          {{rows}, {random_tensor({5}, 15)}}, {6, 2, 5});
+  case_of("group_norm, 2 groups of 2 channels",
+          []<class T>() {
+            teeny::group_norm_op<T> op;
+            op.attrs.num_groups = 2;
+            op.attrs.num_channels = 4;
+            op.out = output<T>({3, 4, 3, 2});
+            return op;
+          },
+          {{random_tensor({3, 4, 3, 2}, 16)}, {random_tensor({4}, 17), random_tensor({4}, 18)}}, {3, 4, 3, 2});
+
+  // ---- reduce ----
+  const HostTensor r = random_tensor({3, 4, 5}, 6);
+  for (const bool log : {false, true}) {
+    case_of(log ? "log_softmax along dim 1" : "softmax along dim 1",
+            [log]<class T>() {
+              teeny::softmax_op<T> op;
+              op.axis = 1;
+              op.log = log;
+              op.out = output<T>({3, 4, 5});
+              return op;
+            },
+            {{r}}, {3, 4, 5});
+  }
+  for (const ReduceFn fn : {ReduceFn::sum, ReduceFn::mean, ReduceFn::max}) {
+    case_of("reduce fn " + std::to_string(static_cast<int>(fn)) + " over dims 0 and 2",
+            [fn]<class T>() {
+              teeny::reduce_op<T> op;
+              op.fn = fn;
+              op.axes = {0, 2};
+              op.out = output<T>({4});
+              return op;
+            },
+            {{r}}, {4});
+  }
+
+  // ---- sequence ----
+  case_of("embedding, an index out of range gives zeros",
+          []<class T>() {
+            teeny::embedding_op<T> op;
+            op.attrs.num_embeddings = 5;
+            op.attrs.embedding_dim = 3;
+            op.out = output<T>({2, 3, 3});
+            return op;
+          },
+          {{HostTensor{{2, 3}, {0, 4, 2, 4, 7, -1}, teeny::DType::i64}}, {random_tensor({5, 3}, 39)}}, {2, 3, 3});
+  for (const bool causal : {false, true}) {
+    case_of(causal ? "attention, causal, k and v broadcast" : "attention, k and v broadcast",
+            [causal]<class T>() {
+              teeny::attention_op<T> op;
+              op.attrs.causal = causal;
+              op.out = output<T>({2, 3, 5, 4});
+              return op;
+            },
+            {{random_tensor({2, 3, 5, 6}, 40), random_tensor({1, 3, 7, 6}, 41), random_tensor({1, 3, 7, 4}, 42)}},
+            {2, 3, 5, 4});
+  }
+}
+
+}  // namespace op_harness
