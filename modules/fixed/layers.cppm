@@ -233,9 +233,58 @@ struct BatchNorm2d {
   }
 };
 
+// ---- GroupNorm ------------------------------------------------------------------------------
+
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;
+};
+
+/// torch.nn.GroupNorm(G, C) on [N, C, *]: each sample's C channels in G groups, each group
+/// normalised over its channels and the trailing dims; weight and bias [C] when affine.
+template <Name N, std::int64_t G, std::int64_t C, GroupNormOptions O = {}>
+  requires(G > 0 && C > 0 && C % G == 0 && O.eps > 0)
+struct GroupNorm {
+  static constexpr auto name = N;
+  static constexpr std::string_view kind = "group_norm";
+  static constexpr LayerOp op = LayerOp::group_norm;
+  static constexpr std::int64_t num_groups = G;
+  static constexpr std::int64_t num_channels = C;
+  static constexpr GroupNormOptions options = O;
+
+  template <class X>
+  struct output {
+    using element = typename X::element;
+    using dims = typename X::dims;
+  };
+
+  template <Value X>
+  constexpr Node<GroupNorm, X> operator()(X) const {
+    static_assert(X::dims::rank >= 2, "GroupNorm takes an input [N, C, *] of rank 2 or more");
+    if constexpr (X::dims::rank >= 2) {
+      using want = dims_from<layer_detail::with_dim<typename X::dims>(1, C)>;
+      static_assert(input_matches<N, "GroupNorm", fixed::expected<want>, got<typename X::dims>>,
+                    "GroupNorm: the input's channel count (dim 1) is not the layer's num_channels");
+    }
+    return {};
+  }
+
+  static constexpr auto weight_key = N + ".weight";
+  static constexpr auto bias_key = N + ".bias";
+  template <Real T>
+  static constexpr auto params() {
+    if constexpr (O.affine) {
+      return std::array<ParamSpec, 2>{{{weight_key.view(), {C}, dtype_of<T>}, {bias_key.view(), {C}, dtype_of<T>}}};
+    } else {
+      return std::array<ParamSpec, 0>{};
+    }
+  }
+};
+
 // ---- Activations -----------------------------------------------------------------------------
 
-/// An elementwise activation (torch.nn.ReLU, Sigmoid, Tanh, GELU, SiLU): same shape out.
+/// An elementwise activation (torch.nn.ReLU, Sigmoid, Tanh, GELU, SiLU, Hardswish, Hardsigmoid, or
+/// any other UnaryFn without attributes): same shape out.
 template <UnaryFn F>
 struct Activation {
   static constexpr std::string_view kind = "activation";
@@ -257,6 +306,8 @@ using Sigmoid = Activation<UnaryFn::sigmoid>;
 using Tanh = Activation<UnaryFn::tanh>;
 using GELU = Activation<UnaryFn::gelu_erf>;
 using SiLU = Activation<UnaryFn::silu>;
+using HardSwish = Activation<UnaryFn::hardswish>;
+using HardSigmoid = Activation<UnaryFn::hardsigmoid>;
 
 inline constexpr ReLU relu;
 inline constexpr Sigmoid sigmoid;

@@ -104,6 +104,12 @@ auto make_op() {
     return op;
   } else if constexpr (L::op == LayerOp::batch_norm2d) {
     return batch_norm_op<T>{::teeny::BatchNorm{.num_features = L::num_features, .eps = L::options.eps}, out, epilogue};
+  } else if constexpr (L::op == LayerOp::group_norm) {
+    return group_norm_op<T>{::teeny::GroupNorm{.num_groups = L::num_groups,
+                                               .num_channels = L::num_channels,
+                                               .eps = L::options.eps,
+                                               .affine = L::options.affine},
+                            out};
   } else if constexpr (L::op == LayerOp::activation) {
     return unary_op<T>{L::fn, {}, out};
   } else if constexpr (L::op == LayerOp::max_pool2d) {
@@ -200,14 +206,15 @@ using op_t = decltype(make_op<Net, I>());
 /// inputs). With standard_ops_not_typed they list every op of standard_ops, each once (checked
 /// below, naming the op), so a new standard op is placed in one of the two.
 template <class T>
-using standard_ops_typed = std::variant<InputOp, linear_op<T>, conv_op<T>, batch_norm_op<T>, unary_op<T>, binary_op<T>,
-                                        max_pool2d_op<T>, avg_pool2d_op<T>, adaptive_avg_pool2d_op<T>>;
+using standard_ops_typed =
+    std::variant<InputOp, linear_op<T>, conv_op<T>, batch_norm_op<T>, group_norm_op<T>, unary_op<T>, binary_op<T>,
+                 max_pool2d_op<T>, avg_pool2d_op<T>, adaptive_avg_pool2d_op<T>>;
 /// The standard ops typed models do not run (yet): no layer makes them.
 template <class T>
 using standard_ops_not_typed =
-    std::variant<matmul_op<T>, reshape_op<T>, layer_norm_op<T>, rms_norm_op<T>, group_norm_op<T>, softmax_op<T>,
-                 reduce_op<T>, permute_op<T>, slice_op<T>, concat_op<T>, pad_op<T>, upsample_op<T>, cast_op<T>,
-                 embedding_op<T>, attention_op<T>, dropout_op<T>>;
+    std::variant<matmul_op<T>, reshape_op<T>, layer_norm_op<T>, rms_norm_op<T>, softmax_op<T>, reduce_op<T>,
+                 permute_op<T>, slice_op<T>, concat_op<T>, pad_op<T>, upsample_op<T>, cast_op<T>, embedding_op<T>,
+                 attention_op<T>, dropout_op<T>>;
 
 namespace model_detail {
 template <class T, class Op>

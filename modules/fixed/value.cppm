@@ -52,6 +52,7 @@ enum class LayerOp : std::uint8_t {
   linear,
   conv2d,
   batch_norm2d,
+  group_norm,
   activation,
   max_pool2d,
   avg_pool2d,
