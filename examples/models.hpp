@@ -36,7 +36,7 @@ inline teeny::Result<teeny::Graph> lenet() {
   return std::move(b).build();
 }
 
-/// LeNet with BatchNorm (tools/make_training_fixtures.py's LeNetBN): conv1 Conv2d(1, 8, 5, padding=2)
+/// LeNet with BatchNorm (tools/make_parity_fixtures.py's LeNetBN): conv1 Conv2d(1, 8, 5, padding=2)
 /// -> bn1 -> ReLU -> MaxPool2d(2) -> conv2 Conv2d(8, 16, 5) -> bn2 -> ReLU -> MaxPool2d(2) -> flatten
 /// -> fc1 Linear(400, 120) -> ReLU -> fc2 Linear(120, 84) -> ReLU -> fc3 Linear(84, 10)
 inline teeny::Result<teeny::Graph> lenet_bn() {

@@ -4,7 +4,7 @@
 //
 //   auto cuda = teeny::cuda::CudaContext::create({.device = 0});
 //   auto model = LoadedModel<CudaContext, standard_ops<float>>::load(graph, lowered, std::move(*cuda), dims);
-//   (load_cuda, in :model, does both.)
+//   (load_cuda, in :cuda_model, does both.)
 //
 // Kernels run in order on the context's stream; forward returns once they are queued, and
 // copy_output waits for them. A launch the driver refuses is kept and returned by forward.

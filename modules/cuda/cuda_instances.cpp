@@ -1,4 +1,4 @@
-// The standard CUDA models' code, instantiated once for the library (teeny.cuda:model declares
+// The standard CUDA models' code, instantiated once for the library (teeny.cuda:cuda_model declares
 // these instantiations extern, so that programs importing teeny do not compile them again).
 import teeny.core;
 import teeny.graph;

@@ -32,7 +32,7 @@ import teeny.runtime;
 import :device;
 import :context;
 import :launch;
-import :model;
+import :cuda_model;
 import teeny.train;
 import :optimizer;
 

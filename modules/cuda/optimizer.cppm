@@ -39,7 +39,7 @@ import teeny.train;
 import :device;
 import :context;
 import :launch;
-import :model;
+import :cuda_model;
 
 namespace teeny::cuda::device_detail {
 

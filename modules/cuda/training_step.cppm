@@ -29,7 +29,7 @@ import teeny.runtime;
 import :device;
 import :context;
 import :launch;
-import :model;
+import :cuda_model;
 import :optimizer;
 import :loss;
 

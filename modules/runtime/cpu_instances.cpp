@@ -1,4 +1,4 @@
-// The standard CPU models' code, instantiated once for the library (teeny.runtime:cpu declares these
+// The standard CPU models' code, instantiated once for the library (teeny.runtime:cpu_model declares these
 // instantiations extern, so that programs importing teeny do not compile them again).
 import teeny.core;
 import teeny.graph;

@@ -11,4 +11,4 @@ export import :plan;
 #if TEENY_TRAINING
 export import :training;
 #endif
-export import :cpu;
+export import :cpu_model;

@@ -18,4 +18,4 @@ export import :loss;
 export import :optimizer;
 export import :schedule;
 export import :data;
-export import :model;
+export import :trainable_model;

@@ -1,4 +1,4 @@
-// Training parity with PyTorch 1.13 (tests/fixtures/train, written by tools/make_training_fixtures.py):
+// Training parity with PyTorch 1.13 (tests/fixtures/train, written by tools/make_parity_fixtures.py):
 // the same initial weights and the same Fashion-MNIST batches, 20 optimizer steps; each step's
 // loss and learning rate, the final parameters and buffers, and eval-mode logits after training
 // against PyTorch's. Skipped (with a message) when Debian's dataset-fashion-mnist is not installed.

@@ -18,7 +18,7 @@ labels, loss = F.cross_entropy, mean), starting from a seeded default PyTorch in
       __metadata__   run, model, optimizer, schedule, batch size, steps, torch version, ...
   tests/fixtures/train/README.md describes the layout.
 
-Usage: /usr/bin/python3 tools/make_training_fixtures.py [repository root]   (default: the parent of tools/)
+Usage: /usr/bin/python3 tools/make_parity_fixtures.py [repository root]   (default: the parent of tools/)
 """
 import json
 import os
@@ -71,7 +71,7 @@ LENET_BN_DESCRIPTION = ("conv1 Conv2d(1, 8, 5, padding=2) -> bn1 BatchNorm2d(8) 
                         "fc1 Linear(400, 120) -> ReLU -> fc2 Linear(120, 84) -> ReLU -> fc3 Linear(84, 10) "
                         "(BatchNorm2d: eps 1e-05, momentum 0.1, affine, track_running_stats; training mode normalises "
                         "with the biased batch variance and updates running_var with the unbiased one; "
-                        "tools/make_training_fixtures.py LeNetBN)")
+                        "tools/make_parity_fixtures.py LeNetBN)")
 
 
 def sgd(params):

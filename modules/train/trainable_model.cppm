@@ -1,4 +1,4 @@
-// teeny.train:model — a loaded model lowered for training, seen by the training loop: its trained
+// teeny.train:trainable_model — a loaded model lowered for training, seen by the training loop: its trained
 // parameters as Parameter<T> views for the optimizers, PyTorch's default initialisation, and
 // checkpoints holding the model's state_dict and the optimizer's state in one safetensors file.
 //
@@ -22,7 +22,7 @@ module;
 #include <system_error>
 #include <utility>
 #include <vector>
-export module teeny.train:model;
+export module teeny.train:trainable_model;
 import teeny.core;
 import teeny.model;
 import teeny.io;

@@ -1,4 +1,4 @@
-// teeny.cuda:model — run-time graphs on a GPU: load_cuda lowers a graph and loads it as a
+// teeny.cuda:cuda_model — run-time graphs on a GPU: load_cuda lowers a graph and loads it as a
 // LoadedModel over the CUDA backend, as load_cpu does on the CPU.
 //
 //   auto model = teeny::cuda::load_cuda(graph, {{"batch", 64}});          // Result<CudaModel>
@@ -10,7 +10,7 @@
 // (Training builds: load_cuda_for_training, the same for a model lowered for training.)
 module;
 #include <utility>
-export module teeny.cuda:model;
+export module teeny.cuda:cuda_model;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

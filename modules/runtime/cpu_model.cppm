@@ -1,11 +1,11 @@
-// teeny.runtime:cpu — run-time graphs on the CPU: load_cpu lowers a graph and loads it as a
+// teeny.runtime:cpu_model — run-time graphs on the CPU: load_cpu lowers a graph and loads it as a
 // LoadedModel over the CPU backend (teeny.cpu), which has a kernel for every standard op.
 //
 //   auto model = load_cpu(graph, {{"batch", 64}}, {.threads = 2});   // Result<CpuModel>
 //   auto exact = load_cpu<double>(graph, {{"batch", 64}});              // f64: Result<CpuModelOf<double>>
 module;
 #include <utility>
-export module teeny.runtime:cpu;
+export module teeny.runtime:cpu_model;
 import teeny.core;
 import teeny.graph;
 import teeny.model;
