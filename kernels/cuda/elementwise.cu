@@ -1,8 +1,8 @@
 // Elementwise kernels: unary functions (activations, exp/log/...), broadcasting binary ops and
 // dropout, one template each, instantiated per element type as the entry points teeny_<op>_<dtype>;
 // and their backward kernels (teeny_<op>_backward_<dtype>, used by training). The per-element
-// formulas are kernels/math/elementwise.hpp's and their derivatives kernels/math/gradient.hpp's,
-// the CPU backend's own; dropout's mask is kernels/math/random.hpp's.
+// formulas and derivatives are kernels/math/unary.hpp's (unary functions), elementwise.hpp's and
+// gradient.hpp's (binary ones), the CPU backend's own; dropout's mask is kernels/math/random.hpp's.
 #include <cuda_runtime.h>
 
 #include "cuda/device_tensor.cuh"

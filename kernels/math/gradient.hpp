@@ -1,8 +1,9 @@
 #pragma once
-// Per-element derivatives of teeny's elementwise ops (training builds), shared by the CPU and CUDA
-// backward kernels. Each formula is PyTorch's (tools/autograd/derivatives.yaml and the ATen
-// backward kernels), including its choices at the kinks: relu'(0) = 0, abs'(0) = 0, elu'(0) = alpha,
-// and a tie of maximum/minimum splitting the gradient in half.
+// Per-element derivatives of the binary elementwise functions and of a cast (training builds),
+// shared by the CPU and CUDA backward kernels; the unary functions' are beside their values in
+// kernels/math/unary.hpp. Each formula is PyTorch's (tools/autograd/derivatives.yaml and the ATen
+// backward kernels), including its choices at the kinks: a tie of maximum/minimum splits the
+// gradient in half.
 #include <cmath>
 
 #include "math/elementwise.hpp"

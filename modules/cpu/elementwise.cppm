@@ -1,5 +1,6 @@
 // teeny.cpu:elementwise — CPU kernels of unary_op and binary_op (broadcasting), and the in-place
-// activation the GEMM epilogue falls back on. The per-element math is kernels/math/unary.hpp and elementwise.hpp.
+// activation the GEMM epilogue falls back on. The per-element math is kernels/math/unary.hpp
+// (unary functions) and elementwise.hpp (binary ones).
 module;
 #include <algorithm>
 #include <cstddef>

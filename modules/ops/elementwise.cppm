@@ -1,5 +1,6 @@
 // teeny.ops:elementwise — unary functions (activations, exp/log/...) and broadcasting binary ops.
-// Their per-element math is kernels/math/elementwise.hpp, shared by the CPU and CUDA kernels.
+// Their per-element math is kernels/math/unary.hpp and elementwise.hpp, shared by the CPU and CUDA
+// kernels.
 module;
 #include <cstddef>
 #include <cstdint>
