@@ -2,6 +2,7 @@
 // SGD, Adam and AdamW stepping its parameters where they live, in device memory, with the CPU
 // optimizers' per-element updates (kernels/math/optimizer.hpp), and mixed precision: a bf16 or f16
 // model's parameters updated through f32 master copies, and loss scaling (GradScaler) for f16.
+// (One coherent thing at about 700 lines: three optimizers over one shared state and launch path.)
 //
 //   auto model = teeny::cuda::load_cuda_for_training<bf16>(graph, {{"batch", 64}});
 //   auto opt = teeny::cuda::AdamW<bf16>::create(*model, {.lr = 1e-3});   // f32 master weights

@@ -2,7 +2,8 @@
 // of the run-time path's own executable ops (linear_op, conv_op, ...) with their bound arguments and
 // prepared CPU kernels, the activation arena and the kernels' memory (packed weights, scratch,
 // workspace) member arrays of constexpr sizes, and forward a fold over the tuple: no variant, no
-// virtual call, no input matching by name, and no heap in load or forward.
+// virtual call, no input matching by name, and no heap in load or forward. (One coherent thing at
+// about 700 lines: the typed lowering, its memory plan and the Model that runs them.)
 //
 //   auto x = tf::input<"x", float, 1, 1, 28, 28>();
 //   static tf::Model<decltype(fixed_models::mlp(x))> mlp;       // the arena lives in the object

@@ -1,6 +1,7 @@
 // teeny.graph:builder — GraphBuilder, the way to author a run-time graph: one method per op with
 // PyTorch's argument names and defaults, sizes read off the inputs where PyTorch's modules take
 // them as constructor arguments (Linear's in_features), nodes named like PyTorch module paths.
+// (One coherent thing at about 700 lines: one class, most of it one-line methods per op.)
 //
 //   GraphBuilder b;
 //   Value x = b.input("x", DType::f32, {Dim::sym("batch"), 784});

@@ -1,5 +1,6 @@
 // teeny.runtime:loaded_model — a lowered graph loaded on a backend: parameters, execution plans
-// and forward with named tensors.
+// and forward with named tensors. (One coherent thing at about 700 lines: the class's declaration
+// with its forward path; plan building and the training half are defined in their own partitions.)
 //
 // Loading binds the symbolic dims (e.g. {"batch", 64}) and builds an execution plan: every value's
 // concrete shape, one activation arena whose bytes are reused by liveness (memory_plan), the
