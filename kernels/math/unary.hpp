@@ -39,6 +39,31 @@ enum class UnaryFn : std::uint8_t {
 };
 inline constexpr std::size_t unary_fn_count = static_cast<std::size_t>(UnaryFn::count);
 
+/// The function's name, as errors print it (PyTorch's spelling where it has one).
+constexpr const char* unary_fn_name(UnaryFn fn) {
+  switch (fn) {
+    case UnaryFn::relu: return "relu";
+    case UnaryFn::leaky_relu: return "leaky_relu";
+    case UnaryFn::gelu_erf: return "gelu";
+    case UnaryFn::gelu_tanh: return "gelu(approximate='tanh')";
+    case UnaryFn::silu: return "silu";
+    case UnaryFn::sigmoid: return "sigmoid";
+    case UnaryFn::tanh: return "tanh";
+    case UnaryFn::softplus: return "softplus";
+    case UnaryFn::elu: return "elu";
+    case UnaryFn::hardswish: return "hardswish";
+    case UnaryFn::hardsigmoid: return "hardsigmoid";
+    case UnaryFn::exp: return "exp";
+    case UnaryFn::log: return "log";
+    case UnaryFn::sqrt: return "sqrt";
+    case UnaryFn::abs: return "abs";
+    case UnaryFn::neg: return "neg";
+    case UnaryFn::reciprocal: return "reciprocal";
+    case UnaryFn::count: break;
+  }
+  return "?";
+}
+
 /// Attributes some unary functions take; see UnaryFn for which. Kept in double, as the graph has
 /// them: each element type rounds them once, T(alpha), as PyTorch does.
 struct UnaryParams {

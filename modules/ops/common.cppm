@@ -98,6 +98,17 @@ constexpr KernelInstance kernel_instance() {
 #endif
 }
 
+/// Refuses the backward of an op whose fused epilogue's derivative does not follow from the
+/// activated output, the only thing its kernels keep (e.g. GELU: the training lowering leaves it
+/// unfused). Without this check the backward would take the activation's derivative as 1.
+inline Result<void> check_epilogue_backward(const Epilogue& e) {
+  if (!e.active || math::derivative_from_output(e.fn, e.params)) return ok();
+  return fail(Errc::unsupported, "its fused ", math::unary_fn_name(e.fn),
+              " epilogue has no backward: the op keeps only the activated output, from which that "
+              "function's derivative does not follow (lower the graph for training, which fuses only "
+              "activations whose derivative does)");
+}
+
 /// The first error among several results, if any: `if (auto e = first_error(x, w, y)) return *e;`
 template <class... R>
 std::optional<Error> first_error(const R&... results) {

@@ -212,6 +212,7 @@ struct conv_op {
                              : "max pool",
                   " has no backward (lower the graph for training, which does not fold)");
     }
+    if (auto fused = check_epilogue_backward(epilogue); !fused) return std::move(fused).error();
     auto forward = pack_args(forward_bindings(b));
     if (!forward) return std::move(forward).error();
     BackwardArgs g{*forward, {}, {}, {}, {}};

@@ -119,6 +119,7 @@ struct binary_op {
 #if TEENY_TRAINING
   using BackwardArgs = BinaryBackwardArgs<T>;
   Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    if (auto fused = check_epilogue_backward(epilogue); !fused) return std::move(fused).error();
     auto forward = pack_args(forward_bindings(b));
     if (!forward) return std::move(forward).error();
     // Each gradient is bound with its operand's own shape, then read broadcast like the operand.

@@ -84,6 +84,7 @@ struct linear_op {
 #if TEENY_TRAINING
   using BackwardArgs = LinearBackwardArgs<T>;
   Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    if (auto fused = check_epilogue_backward(epilogue); !fused) return std::move(fused).error();
     auto forward = pack_args(forward_bindings(b));
     if (!forward) return std::move(forward).error();
     BackwardArgs g{*forward, {}, {}, {}, {}};

@@ -131,6 +131,7 @@ struct batch_norm_op {
 #if TEENY_TRAINING
   using BackwardArgs = BatchNormBackwardArgs<T>;
   Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    if (auto fused = check_epilogue_backward(epilogue); !fused) return std::move(fused).error();
     auto forward = pack_args(forward_bindings(b));
     if (!forward) return std::move(forward).error();
     // Batch statistics of one value per channel are no statistics (the variance is 0): refused,

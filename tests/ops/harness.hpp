@@ -217,6 +217,36 @@ void for_each_backward_launch(const Op& op, const teeny::BackwardBindings& bindi
   }
 }
 
+// Whether the op's backward packs its arguments in f64 (every launch); an op with no backward as
+// built refuses here, with an error that says why.
+template <class Make>
+bool backward_packs(Make& make, const Operands& operands, const ConcreteShape& out_shape) {
+  auto op = make.template operator()<double>();
+  std::vector<std::vector<std::byte>> host;
+  const auto place = [&](std::vector<std::byte> bytes) {
+    host.push_back(std::move(bytes));
+    return static_cast<void*>(host.back().data());
+  };
+  const Bound b = bind(op, operands, place);
+  const Gradients start = random_gradients(op, operands, out_shape, 1);
+  std::vector<double> y(static_cast<std::size_t>(out_shape.numel()));
+  std::vector<double> dy = start.dy.values;
+  const teeny::BackwardBindings bindings{b.inputs,
+                                         b.params,
+                                         {y.data(), teeny::DType::f64, out_shape, 0},
+                                         {dy.data(), teeny::DType::f64, out_shape, 0},
+                                         bind_gradients(start.inputs, teeny::DType::f64, place),
+                                         bind_gradients(start.params, teeny::DType::f64, place)};
+  for (std::size_t i = 0; i < teeny::n_backward_launches(op); ++i) {
+    auto args = teeny::pack_backward_args_for_launch(op, i, bindings);
+    if (!args) {
+      MESSAGE("backward refused: " << args.error().to_string());
+      return false;
+    }
+  }
+  return true;
+}
+
 // The op's backward on the CPU in f64 (after its forward, in `phase`): the gradients it leaves.
 template <class Make>
 Gradients run_backward_on_cpu(Make& make, const Operands& operands, const ConcreteShape& out_shape,
