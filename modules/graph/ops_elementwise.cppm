@@ -7,6 +7,7 @@
 module;
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -159,16 +160,24 @@ constexpr std::string_view name(BinaryOp op) {
 /// Element-wise a (op) b with NumPy/PyTorch broadcasting; both inputs have the same dtype (no
 /// implicit promotion: cast first). bool is rejected, and div of integers too (PyTorch's true
 /// division would silently promote to float).
+///
+/// One operand may be a constant instead of an input (`x * 0.5`, `1 - x`; ONNX's arithmetic with
+/// an initializer): `other` gives its dims, the node then has one input, and the constant is its
+/// parameter "other" in the input's dtype, loaded with the weights and not trained. It is the
+/// right operand, or the left one when `other_first`.
 struct Binary {
   static constexpr std::string_view kind = "binary";
-  static constexpr Arity arity{2, 2};
+  static constexpr Arity arity{1, 2};
   BinaryOp op = BinaryOp::add;
+  std::optional<std::vector<std::int64_t>> other{};
+  bool other_first = false;
   std::string_view name() const { return teeny::name(op); }
   Result<TensorType> infer(std::span<const TensorType> inputs) const;
-  std::string attributes() const { return {}; }
+  std::vector<ParamSpec> params(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
   friend bool operator==(const Binary&, const Binary&) = default;
 };
-static_assert(GraphOpWithName<Binary>);
+static_assert(GraphOpWithName<Binary> && GraphOpWithParams<Binary>);
 
 /// An element-wise math function: `count` is not one but how many there are (it stays last, so it
 /// cannot go stale; every table indexed by a UnaryOp checks its size against it).
@@ -255,8 +264,15 @@ std::string Softplus::attributes() const { return attrs({{"beta", fmt(beta)}, {"
 std::string ELU::attributes() const { return attrs({{"alpha", fmt(alpha)}}); }
 
 Result<TensorType> Binary::infer(std::span<const TensorType> inputs) const {
-  const TensorType& a = inputs[0];
-  const TensorType& b = inputs[1];
+  const std::size_t expected = other ? 1 : 2;
+  if (inputs.size() != expected) {
+    return fail(Errc::invalid_argument, "takes ", expected, " input(s) ",
+                other ? "with a constant operand" : "without a constant operand", ", not ", inputs.size());
+  }
+  if (other) TEENY_GRAPH_TRY(check_dims("other", *other));
+  const TensorType constant{inputs[0].dtype, other ? shape_of(*other) : Shape{}};
+  const TensorType& a = other && other_first ? constant : inputs[0];
+  const TensorType& b = !other ? inputs[1] : other_first ? inputs[0] : constant;
   TEENY_GRAPH_TRY(require_same_dtype(a, b));
   TEENY_GRAPH_TRY(require_numeric(a));
   if (op == BinaryOp::div && !is_floating(a.dtype)) {
@@ -283,6 +299,16 @@ Result<TensorType> Dropout::infer(std::span<const TensorType> inputs) const {
     return fail(Errc::invalid_argument, "dropout probability must be between 0 and 1, got ", p);
   }
   return inputs[0];
+}
+
+std::vector<ParamSpec> Binary::params(std::span<const TensorType> inputs) const {
+  if (!other) return {};
+  return {{"other", shape_of(*other), inputs.empty() ? DType::f32 : inputs[0].dtype, false}};
+}
+
+std::string Binary::attributes() const {
+  if (!other) return {};
+  return attrs({{"other", fmt(*other)}, {"other_first", fmt(other_first)}});
 }
 
 std::string Dropout::attributes() const { return attrs({{"p", fmt(p)}}); }

@@ -125,11 +125,6 @@ Result<void> check_normalized_shape(const TensorType& x, const std::vector<std::
   return ok();
 }
 
-Shape shape_of(const std::vector<std::int64_t>& dims) {
-  std::vector<Dim> out(dims.begin(), dims.end());
-  return Shape(std::move(out));
-}
-
 }  // namespace graph_detail
 
 // ---- BatchNorm

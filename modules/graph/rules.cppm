@@ -217,4 +217,23 @@ std::string attrs(std::initializer_list<std::pair<std::string_view, std::string>
   return out;
 }
 
+// ---- dims given as attributes -------------------------------------------------------------------
+
+/// Dims given as an attribute (normalized_shape, a constant's), as a Shape.
+Shape shape_of(const std::vector<std::int64_t>& dims) {
+  std::vector<Dim> out(dims.begin(), dims.end());
+  return Shape(std::move(out));
+}
+
+/// An attribute that gives a tensor's dims: none negative, and a shape teeny can hold.
+Result<void> check_dims(std::string_view attribute, const std::vector<std::int64_t>& dims) {
+  for (const std::int64_t d : dims) {
+    if (d < 0) return fail(Errc::invalid_argument, attribute, " has a negative dim: ", fmt(dims));
+  }
+  if (dims.size() > max_rank || !within_limits(shape_of(dims))) {
+    return fail(Errc::invalid_argument, attribute, " ", fmt(dims), " is not a shape teeny can hold");
+  }
+  return ok();
+}
+
 }  // namespace teeny::graph_detail

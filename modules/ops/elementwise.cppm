@@ -8,6 +8,7 @@ module;
 #include <span>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 export module teeny.ops:elementwise;
 import teeny.core;
@@ -92,26 +93,37 @@ struct BinaryBackwardArgs {
 #endif
 
 /// y = act(fn(a, b)) with NumPy/PyTorch broadcasting; the activation (a residual block's ReLU
-/// after its add) is fused by the lowering.
+/// after its add) is fused by the lowering. With a constant operand (Binary's `other`) the op has
+/// one input and the constant is its parameter "other", not trained: b, or a when `other_first`.
 template <FloatElement T>
 struct binary_op {
   using Args = BinaryArgs<T>;
   BinaryFn fn = BinaryFn::add;
   OpOutput out;
   Epilogue epilogue{};
+  std::optional<ConcreteShape> other{};
+  bool other_first = false;
 
   std::string_view name() const { return "binary"; }
   const Shape& output_shape() const { return out.shape; }
   DType output_dtype() const { return dtype_of<T>; }
   KernelInstance kernel() const { return kernel_instance<"binary", "binary_backward", T>(); }
-  std::size_t n_activation_inputs() const { return 2; }
-  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  std::size_t n_activation_inputs() const { return other ? 1 : 2; }
+  std::span<const std::string_view> param_names() const {
+    static constexpr std::string_view slots[] = {"other"};
+    return std::span<const std::string_view>(slots).first(other ? 1 : 0);
+  }
+  bool param_trainable(std::size_t) const { return false; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    if (other) return {*other};
+    return {};
+  }
   Result<Args> pack_args(const OpBindings& bindings) const {
-    auto a = input_view<const T>(bindings, 0);
-    auto b = input_view<const T>(bindings, 1);
+    auto operands = operand_views(bindings);
     auto y = output_view<T>(bindings);
-    if (auto e = first_error(a, b, y)) return *e;
-    return Args{broadcast_to(*a, y->shape), broadcast_to(*b, y->shape), *y, fn, epilogue};
+    if (auto e = first_error(operands, y)) return *e;
+    const auto& [a, b] = *operands;
+    return Args{broadcast_to(a, y->shape), broadcast_to(b, y->shape), *y, fn, epilogue};
   }
   Dim3 block() const { return {256, 1, 1}; }
   Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
@@ -123,21 +135,30 @@ struct binary_op {
     auto forward = pack_args(forward_bindings(b));
     if (!forward) return std::move(forward).error();
     // Each gradient is bound with its operand's own shape, then read broadcast like the operand.
-    const OpBindings inputs = forward_bindings(b);
-    auto a = input_view<const T>(inputs, 0);
-    auto bv = input_view<const T>(inputs, 1);
-    if (auto e = first_error(a, bv)) return *e;
+    auto operands = operand_views(forward_bindings(b));
+    if (!operands) return std::move(operands).error();
+    const auto& [a, bv] = *operands;
     BackwardArgs g{*forward, {}, {}, {}};
-    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_input(b, 0, *a, g.da),
-                             bind_grad_input(b, 1, *bv, g.db))) {
-      return *e;
-    }
+    // The inputs' gradients; a constant operand has none.
+    const Result<void> da = other && other_first ? ok() : bind_grad_input(b, 0, a, g.da);
+    const Result<void> db = !other ? bind_grad_input(b, 1, bv, g.db) : other_first ? bind_grad_input(b, 0, bv, g.db) : ok();
+    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), da, db)) return *e;
     if (g.da.data != nullptr) g.da = broadcast_to(g.da, g.forward.y.shape);
     if (g.db.data != nullptr) g.db = broadcast_to(g.db, g.forward.y.shape);
     return g;
   }
   Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
 #endif
+
+ private:
+  // a and b with their own shapes: the inputs, or the input and the constant.
+  Result<std::pair<TensorView<const T>, TensorView<const T>>> operand_views(const OpBindings& bindings) const {
+    auto x = input_view<const T>(bindings, 0);
+    auto c = other ? param_view<const T>(bindings, 0) : input_view<const T>(bindings, 1);
+    if (auto e = first_error(x, c)) return *e;
+    if (other && other_first) return std::pair{*c, *x};
+    return std::pair{*x, *c};
+  }
 };
 static_assert(RuntimeOp<binary_op<float>>);
 #if TEENY_TRAINING

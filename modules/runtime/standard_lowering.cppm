@@ -192,7 +192,16 @@ struct standard_node_lowering {
             [&](const Input&) { return emit(InputOp{node.name, type.shape, type.dtype}); },
             [&](const Linear& l) { return emit(linear_op<T>{l, out}); },
             [&](const MatMul&) { return emit(matmul_op<T>{out}); },
-            [&](const Binary& b) { return emit(binary_op<T>{binary_fn(b.op), out}); },
+            [&](const Binary& b) -> Result<bool> {
+              binary_op<T> op{binary_fn(b.op), out};
+              if (b.other) {  // a constant operand, the op's parameter
+                auto dims = ConcreteShape::from(*b.other);
+                if (!dims) return std::move(dims).error();
+                op.other = *dims;
+                op.other_first = b.other_first;
+              }
+              return emit(std::move(op));
+            },
             [&](const Flatten&) { return emit(reshape_op<T>{out}); },
             [&](const Reshape&) { return emit(reshape_op<T>{out}); },
             [&](const Conv1d& c) { return emit(conv_op<T>::from(c, out)); },

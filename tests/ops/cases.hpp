@@ -132,6 +132,21 @@ void for_each_op_case(Visit&& visit) {
             return op;
           },
           {{random_tensor({2, 3, 4}, 4), random_tensor({3, 1}, 5)}}, {2, 3, 4});
+  // A constant operand (the op's parameter "other", not trained), on either side.
+  for (const bool first : {false, true}) {
+    case_of(first ? "binary div, constant left operand" : "binary pow, constant right operand",
+            [first]<class T>() {
+              teeny::binary_op<T> op;
+              op.fn = first ? BinaryFn::div : BinaryFn::pow;
+              op.other = teeny::ConcreteShape{3, 1};
+              op.other_first = first;
+              op.out = output<T>({2, 3, 4});
+              return op;
+            },
+            {{first ? away_from_zero(random_tensor({2, 3, 4}, 8)) : positive(random_tensor({2, 3, 4}, 8))},
+             {random_tensor({3, 1}, 9)}},
+            {2, 3, 4});
+  }
   case_of(
       "dropout p=0.3, training phase",
       []<class T>() {
