@@ -19,9 +19,10 @@ label+="$*"
 for opt in "$@"; do dir+="_$(echo "${opt#-D}" | tr -c 'A-Za-z0-9\n' '-')"; done
 if $print_dir; then echo "$dir"; exit 0; fi
 
-sanitizer_runtimes=()
-[[ " $* " == *b_sanitize=* ]] && sanitizer_runtimes=(libclang-rt-19-dev)
-tools/setup.sh "${sanitizer_runtimes[@]}"
+# The ONNX importer's libraries, and ONNX's backend test data for its conformance test.
+extra=(libonnx-dev libprotobuf-dev libonnx-testdata)
+[[ " $* " == *b_sanitize=* ]] && extra+=(libclang-rt-19-dev)
+tools/setup.sh "${extra[@]}"
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 if [ ! -f "$dir/build.ninja" ]; then
   CXX=clang++-19 meson setup "$dir" "$source" "$@"

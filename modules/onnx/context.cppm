@@ -1,0 +1,272 @@
+// teeny.onnx:context — what a converter (one ONNX op type → teeny graph ops) sees of the import:
+// its node's inputs (graph values or constants known at import), attributes with their defaults,
+// the opset, and where its outputs and weights go.
+//
+//   Result<void> relu(NodeContext& n) {
+//     auto x = n.value(0);
+//     if (!x) return std::move(x).error();
+//     n.set_output(0, n.builder().add(ReLU{}, {*x}, n.name()));
+//     return ok();
+//   }
+module;
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "onnx/proto.hpp"
+export module teeny.onnx:context;
+import teeny.core;
+import teeny.graph;
+import :tensors;
+
+export namespace teeny::onnx {
+
+/// A value of the ONNX graph during import: computed by the teeny graph at run time (`value`), or
+/// known now (`constant`: an initializer, a Constant node, a folded shape computation).
+struct ImportValue {
+  Value value;
+  std::shared_ptr<const Tensor> constant;
+};
+
+/// What the whole import shares: the builder, the values by ONNX name, the weights the teeny
+/// graph's parameters load from, and the names taken.
+struct ImportState {
+  GraphBuilder builder;
+  std::map<std::string, ImportValue, std::less<>> values;
+  std::vector<NamedTensor> weights;
+  std::set<std::string, std::less<>> names;  // teeny node names in use
+  ExternalData external;
+  TensorLimits limits;
+
+  /// `wanted` if no teeny node has it yet, else `wanted_2`, `wanted_3`, ...; reserved either way.
+  std::string unique_name(std::string wanted) {
+    if (wanted.empty()) wanted = "node";
+    std::string name = wanted;
+    for (int i = 2; names.contains(name); ++i) name = cat(wanted, "_", i);
+    names.insert(name);
+    return name;
+  }
+};
+
+/// One ONNX node being converted.
+class NodeContext {
+ public:
+  NodeContext(ImportState& state, const proto::Node& node, std::string name, std::int64_t opset)
+      : state_(state), node_(node), name_(std::move(name)), opset_(opset) {}
+
+  GraphBuilder& builder() { return state_.builder; }
+  const proto::Node& node() const { return node_; }
+  /// The name of the teeny node this ONNX node becomes (its parameters are "<name>.weight", ...).
+  const std::string& name() const { return name_; }
+  /// A further teeny node's name, for a node that becomes several: "<name>/<part>".
+  std::string part_name(std::string_view part) { return state_.unique_name(cat(name_, "/", part)); }
+  /// The default domain's opset the model imports.
+  std::int64_t opset() const { return opset_; }
+
+  // ---- inputs
+  /// How many inputs the node has, omitted optional ones at the end not counted.
+  std::size_t inputs() const {
+    std::size_t n = node_.inputs.size();
+    while (n > 0 && node_.inputs[n - 1].empty()) --n;
+    return n;
+  }
+  bool has_input(std::size_t i) const { return i < node_.inputs.size() && !node_.inputs[i].empty(); }
+  /// Input i as a graph value. A constant input is refused (teeny's graph has no constant op:
+  /// its constants are the parameters of the ops that take them).
+  Result<Value> value(std::size_t i) const;
+  /// Input i's constant, or nullptr when it is computed at run time (or omitted).
+  const Tensor* constant(std::size_t i) const;
+  /// Input i as integers known at import (shapes, axes, pads): an error when it is not a constant
+  /// of an integer dtype.
+  Result<std::vector<std::int64_t>> ints(std::size_t i) const;
+  /// Input i's type (a constant's too); an error naming it when unknown.
+  Result<TensorType> type(std::size_t i) const;
+
+  // ---- attributes (the default is ONNX's for the node's opset, which the converter passes)
+  bool has(std::string_view attr) const { return find(attr) != nullptr; }
+  std::int64_t attr(std::string_view name, std::int64_t fallback);
+  float attr(std::string_view name, float fallback);
+  std::string attr(std::string_view name, std::string fallback);
+  std::vector<std::int64_t> attr(std::string_view name, std::vector<std::int64_t> fallback);
+  /// An ONNX tensor (an attribute's) as a teeny Tensor, with the import's limits and external data.
+  Result<Tensor> tensor_of(const proto::Tensor& t) { return to_tensor(t, state_.external, state_.limits); }
+  /// A TENSOR attribute (Constant's value), or nullptr.
+  const proto::Tensor* tensor_attr(std::string_view name);
+  /// The first attribute of the wrong type, if any (the attr getters then returned the fallback).
+  const std::optional<Error>& attribute_error() const { return attribute_error_; }
+
+  // ---- outputs
+  std::size_t outputs() const { return node_.outputs.size(); }
+  /// Whether output i is used: named (an omitted optional output has no name).
+  bool wants_output(std::size_t i) const { return i < node_.outputs.size() && !node_.outputs[i].empty(); }
+  void set_output(std::size_t i, Value v);
+  void set_constant(std::size_t i, Tensor t);
+  /// Stores a weight the teeny node `node` loads as "<node>.<slot>".
+  void add_weight(std::string_view node, std::string_view slot, Tensor t);
+
+  /// An error for this node: "unsupported: <parts>".
+  template <Printable... Parts>
+  static Error unsupported(const Parts&... parts) {
+    return fail(Errc::unsupported, parts...);
+  }
+
+ private:
+  const proto::Attribute* find(std::string_view name) const;
+  const proto::Attribute* typed(std::string_view name, proto::AttrType type);
+
+  ImportState& state_;
+  const proto::Node& node_;
+  std::string name_;
+  std::int64_t opset_;
+  std::optional<Error> attribute_error_;
+};
+
+/// The integers of an integer tensor (shapes, axes), as int64.
+Result<std::vector<std::int64_t>> integers_of(const Tensor& t);
+
+/// A copy of `t` (Tensors own their bytes and do not copy implicitly).
+Result<Tensor> copy_of(const Tensor& t);
+/// `t`, a matrix [rows, cols], transposed: [cols, rows].
+Result<Tensor> transposed(const Tensor& t);
+
+}  // namespace teeny::onnx
+
+namespace teeny::onnx {
+
+Result<std::vector<std::int64_t>> integers_of(const Tensor& t) {
+  const auto n = static_cast<std::size_t>(t.numel());
+  std::vector<std::int64_t> out(n);
+  const auto read = [&]<class T>() {
+    const T* p = reinterpret_cast<const T*>(t.data());
+    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::int64_t>(p[i]);
+  };
+  switch (t.dtype()) {
+    case DType::i64: read.operator()<std::int64_t>(); break;
+    case DType::i32: read.operator()<std::int32_t>(); break;
+    case DType::i16: read.operator()<std::int16_t>(); break;
+    case DType::i8: read.operator()<std::int8_t>(); break;
+    case DType::u8: read.operator()<std::uint8_t>(); break;
+    case DType::u16: read.operator()<std::uint16_t>(); break;
+    case DType::u32: read.operator()<std::uint32_t>(); break;
+    default: return fail(Errc::dtype_mismatch, "a ", t.dtype(), " tensor where integers were expected");
+  }
+  return out;
+}
+
+Result<Tensor> copy_of(const Tensor& t) {
+  auto copy = Tensor::zeros(t.dtype(), t.shape());
+  if (copy && t.bytes() != 0) std::memcpy(copy->data(), t.data(), t.bytes());
+  return copy;
+}
+
+Result<Tensor> transposed(const Tensor& t) {
+  if (t.shape().rank() != 2) return fail(Errc::shape_mismatch, "a matrix was expected, not ", t.shape());
+  const std::int64_t rows = t.shape()[0];
+  const std::int64_t cols = t.shape()[1];
+  auto out = Tensor::zeros(t.dtype(), ConcreteShape{cols, rows});
+  if (!out) return std::move(out).error();
+  const std::size_t size = size_of(t.dtype());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      std::memcpy(out->data() + static_cast<std::size_t>(c * rows + r) * size,
+                  t.data() + static_cast<std::size_t>(r * cols + c) * size, size);
+    }
+  }
+  return out;
+}
+
+Result<Value> NodeContext::value(std::size_t i) const {
+  if (!has_input(i)) return fail(Errc::invalid_argument, "input ", i, " is missing");
+  const auto it = state_.values.find(node_.inputs[i]);
+  if (it == state_.values.end()) return fail(Errc::not_found, "input ", i, " '", node_.inputs[i], "' is not defined");
+  if (!it->second.value.valid()) {
+    return unsupported("input ", i, " '", node_.inputs[i],
+                       "' is a constant here, where teeny's graph takes only values computed at run time");
+  }
+  return it->second.value;
+}
+
+const Tensor* NodeContext::constant(std::size_t i) const {
+  if (!has_input(i)) return nullptr;
+  const auto it = state_.values.find(node_.inputs[i]);
+  return it == state_.values.end() ? nullptr : it->second.constant.get();
+}
+
+Result<std::vector<std::int64_t>> NodeContext::ints(std::size_t i) const {
+  const Tensor* c = constant(i);
+  if (c == nullptr) {
+    return unsupported("input ", i, " '", has_input(i) ? node_.inputs[i] : std::string(),
+                       "' must be known at import (a constant or a shape computation teeny folds)");
+  }
+  auto values = integers_of(*c);
+  if (!values) return std::move(values).error().context(cat("input ", i, " '", node_.inputs[i], "'"));
+  return values;
+}
+
+Result<TensorType> NodeContext::type(std::size_t i) const {
+  if (const Tensor* c = constant(i)) return TensorType{c->dtype(), Shape(c->shape())};
+  auto v = value(i);
+  if (!v) return std::move(v).error();
+  const TensorType* t = state_.builder.type_of(*v);
+  if (t == nullptr) return fail(Errc::invalid_argument, "input ", i, " '", node_.inputs[i], "' has no type");
+  return *t;
+}
+
+const proto::Attribute* NodeContext::find(std::string_view name) const {
+  for (const proto::Attribute& a : node_.attributes) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+const proto::Attribute* NodeContext::typed(std::string_view name, proto::AttrType type) {
+  const proto::Attribute* a = find(name);
+  if (a == nullptr) return nullptr;
+  if (a->type != type && !attribute_error_) {
+    attribute_error_ = fail(Errc::invalid_argument, "attribute '", name, "' has type ", static_cast<int>(a->type),
+                            ", not the ", static_cast<int>(type), " ONNX defines for it");
+    return nullptr;
+  }
+  return a->type == type ? a : nullptr;
+}
+
+std::int64_t NodeContext::attr(std::string_view name, std::int64_t fallback) {
+  const proto::Attribute* a = typed(name, proto::AttrType::i);
+  return a != nullptr ? a->i : fallback;
+}
+float NodeContext::attr(std::string_view name, float fallback) {
+  const proto::Attribute* a = typed(name, proto::AttrType::f);
+  return a != nullptr ? a->f : fallback;
+}
+std::string NodeContext::attr(std::string_view name, std::string fallback) {
+  const proto::Attribute* a = typed(name, proto::AttrType::s);
+  return a != nullptr ? a->s : std::move(fallback);
+}
+std::vector<std::int64_t> NodeContext::attr(std::string_view name, std::vector<std::int64_t> fallback) {
+  const proto::Attribute* a = typed(name, proto::AttrType::ints);
+  return a != nullptr ? a->ints : std::move(fallback);
+}
+const proto::Tensor* NodeContext::tensor_attr(std::string_view name) {
+  const proto::Attribute* a = typed(name, proto::AttrType::t);
+  return a != nullptr && !a->tensors.empty() ? &a->tensors.front() : nullptr;
+}
+
+void NodeContext::set_output(std::size_t i, Value v) {
+  if (wants_output(i)) state_.values[node_.outputs[i]] = ImportValue{v, nullptr};
+}
+void NodeContext::set_constant(std::size_t i, Tensor t) {
+  if (wants_output(i)) state_.values[node_.outputs[i]] = ImportValue{{}, std::make_shared<const Tensor>(std::move(t))};
+}
+void NodeContext::add_weight(std::string_view node, std::string_view slot, Tensor t) {
+  state_.weights.push_back({cat(node, ".", slot), std::move(t)});
+}
+
+}  // namespace teeny::onnx

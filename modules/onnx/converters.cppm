@@ -1,0 +1,95 @@
+// teeny.onnx:converters — the one list of the ONNX default-domain ops teeny imports, each with
+// its converter. docs/onnx-conformance.md's list of supported ops is generated from it.
+module;
+#include <span>
+#include <string_view>
+export module teeny.onnx:converters;
+import teeny.core;
+import teeny.graph;
+import :context;
+import :ops_elementwise;
+import :ops_layers;
+import :ops_shape;
+
+export namespace teeny::onnx {
+
+/// Converts one ONNX node into teeny graph ops (or an import-time constant).
+using ConvertFn = Result<void> (*)(NodeContext&);
+
+struct Converter {
+  std::string_view op_type;
+  ConvertFn convert;
+};
+
+/// The default domain's ops teeny imports (every opset from 7 on, unless the converter refuses
+/// an attribute or input form with a reason).
+inline constexpr Converter standard_converters[] = {
+    // activations and elementwise math
+    {"Relu", convert::unary<ReLU>},
+    {"Sigmoid", convert::unary<Sigmoid>},
+    {"Tanh", convert::unary<Tanh>},
+    {"HardSwish", convert::unary<Hardswish>},
+    {"HardSigmoid", convert::hard_sigmoid},
+    {"LeakyRelu", convert::leaky_relu},
+    {"Elu", convert::elu},
+    {"Softplus", convert::softplus},
+    {"Gelu", convert::gelu},
+    {"Exp", convert::unary_math<UnaryOp::exp>},
+    {"Log", convert::unary_math<UnaryOp::log>},
+    {"Sqrt", convert::unary_math<UnaryOp::sqrt>},
+    {"Abs", convert::unary_math<UnaryOp::abs>},
+    {"Neg", convert::unary_math<UnaryOp::neg>},
+    {"Reciprocal", convert::unary_math<UnaryOp::reciprocal>},
+    {"Add", convert::binary<BinaryOp::add>},
+    {"Sub", convert::binary<BinaryOp::sub>},
+    {"Mul", convert::binary<BinaryOp::mul>},
+    {"Div", convert::binary<BinaryOp::div>},
+    {"Pow", convert::binary<BinaryOp::pow>},
+    {"Max", convert::binary<BinaryOp::maximum>},
+    {"Min", convert::binary<BinaryOp::minimum>},
+    {"Sum", convert::binary<BinaryOp::add>},
+    {"Identity", convert::identity},
+    {"Dropout", convert::identity},
+    {"Cast", convert::cast},
+    {"Clip", convert::clip},
+    // layers
+    {"Gemm", convert::gemm},
+    {"MatMul", convert::matmul},
+    {"Conv", convert::conv},
+    {"MaxPool", convert::pool<true>},
+    {"AveragePool", convert::pool<false>},
+    {"GlobalAveragePool", convert::global_pool<false>},
+    {"GlobalMaxPool", convert::global_pool<true>},
+    {"BatchNormalization", convert::batch_norm},
+    {"LayerNormalization", convert::layer_norm},
+    {"InstanceNormalization", convert::instance_norm},
+    {"Softmax", convert::softmax<false>},
+    {"LogSoftmax", convert::softmax<true>},
+    {"ReduceSum", convert::reduce<ReduceOp::sum>},
+    {"ReduceMean", convert::reduce<ReduceOp::mean>},
+    {"ReduceMax", convert::reduce<ReduceOp::max>},
+    {"ReduceMin", convert::reduce<ReduceOp::max, true>},
+    // shapes and constants
+    {"Constant", convert::constant},
+    {"Shape", convert::shape},
+    {"Reshape", convert::reshape},
+    {"Flatten", convert::flatten},
+    {"Squeeze", convert::squeeze<false>},
+    {"Unsqueeze", convert::squeeze<true>},
+    {"Transpose", convert::transpose},
+    {"Concat", convert::concat},
+    {"Gather", convert::gather},
+    {"Slice", convert::slice},
+    {"Split", convert::split},
+    {"Pad", convert::pad},
+};
+
+/// The converter of a default-domain op, or nullptr.
+inline ConvertFn find_converter(std::string_view op_type) {
+  for (const Converter& c : standard_converters) {
+    if (c.op_type == op_type) return c.convert;
+  }
+  return nullptr;
+}
+
+}  // namespace teeny::onnx

@@ -1,0 +1,469 @@
+// teeny.onnx:ops_layers — converters of ONNX's ops with weights or windows: Gemm and MatMul,
+// Conv, the pools, the normalizations, Softmax and the reductions. Weights must be constants
+// (initializers): they become the teeny op's parameters, stored under "<node>.<slot>".
+module;
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+export module teeny.onnx:ops_layers;
+import teeny.core;
+import teeny.graph;
+import :context;
+import :tensors;
+
+namespace teeny::onnx::convert {
+
+// The weight at input i, which must be a constant.
+Result<Tensor> weight(NodeContext& n, std::size_t i, std::string_view what) {
+  const Tensor* c = n.constant(i);
+  if (c == nullptr) {
+    return NodeContext::unsupported(what, " (input ", i, ") is computed at run time; teeny takes it only as a ",
+                                    "constant (an initializer)");
+  }
+  return copy_of(*c);
+}
+
+// Multiplies a float tensor's elements by `factor`.
+Result<void> scale(Tensor& t, double factor) {
+  if (factor == 1) return ok();
+  const auto n = static_cast<std::size_t>(t.numel());
+  if (t.dtype() == DType::f32) {
+    auto* p = reinterpret_cast<float*>(t.data());
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<float>(p[i] * factor);
+  } else if (t.dtype() == DType::f64) {
+    auto* p = reinterpret_cast<double*>(t.data());
+    for (std::size_t i = 0; i < n; ++i) p[i] *= factor;
+  } else {
+    return NodeContext::unsupported("a scale factor on a ", t.dtype(), " weight");
+  }
+  return ok();
+}
+
+// The dims of a type, each of which must be concrete.
+Result<std::vector<std::int64_t>> concrete(const TensorType& t, std::string_view what) {
+  std::vector<std::int64_t> dims;
+  for (const Dim& d : t.shape.dims()) {
+    if (!d.is_concrete())
+      return NodeContext::unsupported(what, " needs concrete dims, and ", t.shape, " has a symbolic one");
+    dims.push_back(d.value);
+  }
+  return dims;
+}
+
+// A convolution's or pool's window over `spatial` dims: kernel, strides, dilations, and the pads
+// before and after each dim (ONNX's auto_pad resolved against the input's dims).
+struct Window {
+  std::vector<std::int64_t> kernel, stride, dilation, begin, end;
+  bool symmetric() const { return begin == end; }
+};
+
+Result<Window> window_of(NodeContext& n, const TensorType& x, std::vector<std::int64_t> kernel) {
+  const std::size_t spatial = kernel.size();
+  Window w;
+  w.kernel = std::move(kernel);
+  w.stride = n.attr("strides", std::vector<std::int64_t>(spatial, 1));
+  w.dilation = n.attr("dilations", std::vector<std::int64_t>(spatial, 1));
+  const std::vector<std::int64_t> pads = n.attr("pads", std::vector<std::int64_t>(2 * spatial, 0));
+  if (w.stride.size() != spatial || w.dilation.size() != spatial || pads.size() != 2 * spatial) {
+    return fail(Errc::invalid_argument, "strides, dilations and pads must have ", spatial, ", ", spatial, " and ",
+                2 * spatial, " values");
+  }
+  w.begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(spatial));
+  w.end.assign(pads.begin() + static_cast<std::ptrdiff_t>(spatial), pads.end());
+  const std::string auto_pad = n.attr("auto_pad", std::string("NOTSET"));
+  if (auto_pad == "VALID") {
+    std::fill(w.begin.begin(), w.begin.end(), 0);
+    std::fill(w.end.begin(), w.end.end(), 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    auto dims = concrete(x, "auto_pad SAME");
+    if (!dims) return std::move(dims).error();
+    for (std::size_t i = 0; i < spatial; ++i) {
+      const std::int64_t in = (*dims)[dims->size() - spatial + i];
+      const std::int64_t out = (in + w.stride[i] - 1) / w.stride[i];
+      const std::int64_t extent = (w.kernel[i] - 1) * w.dilation[i] + 1;
+      const std::int64_t total = std::max<std::int64_t>(0, (out - 1) * w.stride[i] + extent - in);
+      const std::int64_t small = total / 2;
+      w.begin[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+      w.end[i] = total - w.begin[i];
+    }
+  } else if (auto_pad != "NOTSET") {
+    return fail(Errc::invalid_argument, "auto_pad is '", auto_pad, "'");
+  }
+  return w;
+}
+
+// x padded explicitly (teeny's Pad lists pairs from the last dim) with `value`.
+Value pad_explicitly(NodeContext& n, Value x, const Window& w, double value) {
+  std::vector<std::int64_t> pads;
+  for (std::size_t i = w.begin.size(); i-- > 0;) {
+    pads.push_back(w.begin[i]);
+    pads.push_back(w.end[i]);
+  }
+  return n.builder().add(Pad{pads, PadMode::constant, value}, {x}, n.part_name("pad"));
+}
+
+// A rank-3 value [N, C, L] as [N, C, 1, L], and back: 1-d pools run as 2-d ones.
+Value to_2d(NodeContext& n, Value x, const TensorType& t) {
+  const auto& d = t.shape.dims();
+  return n.builder().add(Reshape{{d[0], d[1], 1, d[2]}}, {x}, n.part_name("as_2d"));
+}
+Value from_2d(NodeContext& n, Value y) {
+  const TensorType* t = n.builder().type_of(y);
+  if (t == nullptr) return y;
+  const auto& d = t->shape.dims();
+  return n.builder().add(Reshape{{d[0], d[1], d[3]}}, {y}, n.name());
+}
+
+}  // namespace teeny::onnx::convert
+
+export namespace teeny::onnx::convert {
+
+// Y = alpha A' B' + beta C with B (and C) constant: a Linear whose weight is B' transposed
+// (scaled by alpha) and whose bias is beta C, when C broadcasts along the rows.
+Result<void> gemm(NodeContext& n) {
+  auto a = n.value(0);
+  if (!a) return std::move(a).error();
+  const float alpha = n.attr("alpha", 1.0F);
+  const float beta = n.attr("beta", 1.0F);
+  const bool trans_a = n.attr("transA", std::int64_t{0}) != 0;
+  const bool trans_b = n.attr("transB", std::int64_t{0}) != 0;
+  Value x = *a;
+  if (trans_a) x = n.builder().add(Permute{{1, 0}}, {x}, n.part_name("transpose_a"));
+  if (n.constant(1) == nullptr) {
+    if (n.has_input(2)) return NodeContext::unsupported("Gemm with a run-time B and a C");
+    if (alpha != 1) return NodeContext::unsupported("Gemm with a run-time B and alpha ", alpha);
+    auto b = n.value(1);
+    if (!b) return std::move(b).error();
+    Value bt = trans_b ? n.builder().add(Permute{{1, 0}}, {*b}, n.part_name("transpose_b")) : *b;
+    n.set_output(0, n.builder().add(MatMul{}, {x, bt}, n.name()));
+    return ok();
+  }
+  auto w = weight(n, 1, "B");
+  if (!w) return std::move(w).error();
+  if (w->shape().rank() != 2) return fail(Errc::shape_mismatch, "B is ", w->shape(), ", not a matrix");
+  if (!trans_b) {  // B [K, N] -> the Linear's weight [N, K]
+    auto t = transposed(*w);
+    if (!t) return std::move(t).error();
+    w = std::move(t);
+  }
+  if (auto s = scale(*w, alpha); !s) return std::move(s).error();
+  const std::int64_t out = w->shape()[0];
+  const std::int64_t in = w->shape()[1];
+  std::optional<Tensor> bias;
+  if (n.has_input(2) && beta != 0) {
+    auto c = weight(n, 2, "C");
+    if (!c) return std::move(c).error();
+    const ConcreteShape& cs = c->shape();
+    const bool per_column = cs.numel() == out && (cs.rank() == 1 || (cs.rank() == 2 && cs[0] == 1));
+    const bool single = cs.numel() == 1;
+    if (!per_column && !single) {
+      return NodeContext::unsupported("Gemm's C of shape ", cs, " (teeny adds a bias of [N] = [", out, "] only)");
+    }
+    auto b = Tensor::zeros(c->dtype(), ConcreteShape{out});
+    if (!b) return std::move(b).error();
+    const std::size_t size = size_of(c->dtype());
+    for (std::int64_t j = 0; j < out; ++j) {
+      std::memcpy(b->data() + static_cast<std::size_t>(j) * size, c->data() + (single ? 0 : j * size), size);
+    }
+    if (auto s = scale(*b, beta); !s) return std::move(s).error();
+    bias = std::move(*b);
+  }
+  const Value y = n.builder().add(Linear{in, out, bias.has_value()}, {x}, n.name());
+  n.add_weight(n.name(), "weight", std::move(*w));
+  if (bias) n.add_weight(n.name(), "bias", std::move(*bias));
+  n.set_output(0, y);
+  return ok();
+}
+
+// MatMul: a Linear without bias when B is a constant matrix, else teeny's MatMul.
+Result<void> matmul(NodeContext& n) {
+  auto a = n.value(0);
+  if (!a) return std::move(a).error();
+  if (const Tensor* b = n.constant(1); b != nullptr && b->shape().rank() == 2) {
+    auto w = transposed(*b);  // [K, N] -> [N, K]
+    if (!w) return std::move(w).error();
+    const Value y = n.builder().add(Linear{w->shape()[1], w->shape()[0], false}, {*a}, n.name());
+    n.add_weight(n.name(), "weight", std::move(*w));
+    n.set_output(0, y);
+    return ok();
+  }
+  auto b = n.value(1);
+  if (!b) return std::move(b).error();
+  n.set_output(0, n.builder().add(MatMul{}, {*a, *b}, n.name()));
+  return ok();
+}
+
+// Conv over 1 or 2 spatial dims, its weight (and bias) constant. Pads that differ before and
+// after a dim become an explicit Pad first.
+Result<void> conv(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  auto w = weight(n, 1, "the weight");
+  if (!w) return std::move(w).error();
+  const std::size_t rank = w->shape().rank();
+  if (rank != 3 && rank != 4) {
+    return NodeContext::unsupported("a convolution over ", rank - 2, " spatial dims (teeny has 1-d and 2-d)");
+  }
+  std::vector<std::int64_t> kernel(w->shape().begin() + 2, w->shape().end());
+  kernel = n.attr("kernel_shape", kernel);
+  auto win = window_of(n, *xt, kernel);
+  if (!win) return std::move(win).error();
+  Value in = *x;
+  if (!win->symmetric()) {
+    in = pad_explicitly(n, in, *win, 0);
+    std::fill(win->begin.begin(), win->begin.end(), 0);
+  }
+  const std::int64_t groups = n.attr("group", std::int64_t{1});
+  const std::int64_t out_channels = w->shape()[0];
+  const std::int64_t in_channels = w->shape()[1] * groups;
+  std::optional<Tensor> bias;
+  if (n.has_input(2)) {
+    auto b = weight(n, 2, "the bias");
+    if (!b) return std::move(b).error();
+    bias = std::move(*b);
+  }
+  Value y;
+  if (rank == 3) {
+    y = n.builder().add(Conv1d{in_channels, out_channels, kernel[0], win->stride[0], win->begin[0], win->dilation[0],
+                               groups, bias.has_value()},
+                        {in}, n.name());
+  } else {
+    y = n.builder().add(Conv2d{in_channels, out_channels, Size2{kernel[0], kernel[1]},
+                               Size2{win->stride[0], win->stride[1]}, Size2{win->begin[0], win->begin[1]},
+                               Size2{win->dilation[0], win->dilation[1]}, groups, bias.has_value()},
+                        {in}, n.name());
+  }
+  n.add_weight(n.name(), "weight", std::move(*w));
+  if (bias) n.add_weight(n.name(), "bias", std::move(*bias));
+  n.set_output(0, y);
+  return ok();
+}
+
+// MaxPool and AveragePool over 1 or 2 spatial dims. ONNX's stride defaults to 1 (PyTorch's to the
+// kernel) and its average excludes the padding unless count_include_pad.
+template <bool Max>
+Result<void> pool(NodeContext& n) {
+  if (Max && n.wants_output(1)) return NodeContext::unsupported("MaxPool's Indices output");
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  std::vector<std::int64_t> kernel = n.attr("kernel_shape", std::vector<std::int64_t>{});
+  if (kernel.size() != 1 && kernel.size() != 2) {
+    return NodeContext::unsupported("a pool over ", kernel.size(), " spatial dims (teeny has 1-d and 2-d)");
+  }
+  if (xt->shape.rank() != kernel.size() + 2) {
+    return fail(Errc::shape_mismatch, "kernel_shape has ", kernel.size(), " dims for an input ", xt->shape);
+  }
+  auto win = window_of(n, *xt, kernel);
+  if (!win) return std::move(win).error();
+  const bool ceil_mode = n.attr("ceil_mode", std::int64_t{0}) != 0;
+  const bool count_pad = n.attr("count_include_pad", std::int64_t{0}) != 0;
+  if (Max && n.attr("storage_order", std::int64_t{0}) != 0) return NodeContext::unsupported("storage_order 1");
+  const bool one_d = kernel.size() == 1;
+  Value in = one_d ? to_2d(n, *x, *xt) : *x;
+  const auto two = [&](const std::vector<std::int64_t>& v, std::int64_t fill) {
+    return one_d ? Size2{fill, v[0]} : Size2{v[0], v[1]};
+  };
+  if (!win->symmetric()) {
+    if (!Max && !count_pad) {
+      return NodeContext::unsupported("AveragePool with pads that differ before and after a dim, padding not counted");
+    }
+    Window padded = *win;
+    if (one_d) {  // the 2-d view's H dim is not padded
+      padded.begin.insert(padded.begin.begin(), 0);
+      padded.end.insert(padded.end.begin(), 0);
+    }
+    in = pad_explicitly(n, in, padded, Max ? -std::numeric_limits<double>::infinity() : 0.0);
+    std::fill(win->begin.begin(), win->begin.end(), 0);
+  }
+  const std::string name = one_d ? n.part_name("pool_2d") : n.name();
+  Value y;
+  if constexpr (Max) {
+    y = n.builder().add(
+        MaxPool2d{two(kernel, 1), two(win->stride, 1), two(win->begin, 0), two(win->dilation, 1), ceil_mode}, {in},
+        name);
+  } else {
+    if (n.attr("dilations", std::vector<std::int64_t>(kernel.size(), 1)) !=
+        std::vector<std::int64_t>(kernel.size(), 1)) {
+      return NodeContext::unsupported("AveragePool with dilations");
+    }
+    y = n.builder().add(AvgPool2d{two(kernel, 1), two(win->stride, 1), two(win->begin, 0), ceil_mode, count_pad}, {in},
+                        name);
+  }
+  n.set_output(0, one_d ? from_2d(n, y) : y);
+  return ok();
+}
+
+// GlobalAveragePool and GlobalMaxPool: over every spatial dim, kept as 1s.
+template <bool Max>
+Result<void> global_pool(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  const auto rank = static_cast<std::int64_t>(xt->shape.rank());
+  if (rank < 3) return fail(Errc::shape_mismatch, "input ", xt->shape, " has no spatial dims");
+  std::vector<std::int64_t> axes;
+  for (std::int64_t a = 2; a < rank; ++a) axes.push_back(a);
+  n.set_output(0, n.builder().add(Reduce{Max ? ReduceOp::max : ReduceOp::mean, axes, true}, {*x}, n.name()));
+  return ok();
+}
+
+// BatchNormalization at inference: its four inputs after X constant.
+Result<void> batch_norm(NodeContext& n) {
+  if (n.attr("training_mode", std::int64_t{0}) != 0 || n.wants_output(1) || n.wants_output(2)) {
+    return NodeContext::unsupported("BatchNormalization in training mode");
+  }
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  if (xt->shape.rank() < 2 || !xt->shape[1].is_concrete()) {
+    return fail(Errc::shape_mismatch, "input ", xt->shape, " has no concrete channel dim");
+  }
+  const char* slots[] = {"weight", "bias", "running_mean", "running_var"};
+  std::vector<Tensor> params;
+  for (std::size_t i = 0; i < 4; ++i) {
+    auto p = weight(n, i + 1, slots[i]);
+    if (!p) return std::move(p).error();
+    params.push_back(std::move(*p));
+  }
+  const auto spatial = static_cast<std::int64_t>(xt->shape.rank()) - 2;
+  BatchNorm op{xt->shape[1].value, n.attr("epsilon", 1e-5F)};
+  op.spatial_dims = std::max<std::int64_t>(spatial, 1);
+  const Value y = n.builder().add(op, {*x}, n.name());
+  for (std::size_t i = 0; i < 4; ++i) n.add_weight(n.name(), slots[i], std::move(params[i]));
+  auto count = Tensor::zeros(DType::i64, ConcreteShape{});
+  if (!count) return std::move(count).error();
+  n.add_weight(n.name(), "num_batches_tracked", std::move(*count));
+  n.set_output(0, y);
+  return ok();
+}
+
+// LayerNormalization (opset 17): over the dims from `axis` on, its scale and bias constant.
+Result<void> layer_norm(NodeContext& n) {
+  if (n.wants_output(1) || n.wants_output(2))
+    return NodeContext::unsupported("LayerNormalization's Mean and InvStdDev");
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  auto axis = normalize_axis(n.attr("axis", std::int64_t{-1}), xt->shape.rank());
+  if (!axis) return std::move(axis).error().context("attribute 'axis'");
+  std::vector<std::int64_t> normalized;
+  for (std::size_t i = *axis; i < xt->shape.rank(); ++i) {
+    if (!xt->shape[i].is_concrete()) return NodeContext::unsupported("normalizing over a symbolic dim");
+    normalized.push_back(xt->shape[i].value);
+  }
+  auto scale_w = weight(n, 1, "Scale");
+  if (!scale_w) return std::move(scale_w).error();
+  std::optional<Tensor> bias;
+  if (n.has_input(2)) {
+    auto b = weight(n, 2, "B");
+    if (!b) return std::move(b).error();
+    bias = std::move(*b);
+  }
+  const Value y =
+      n.builder().add(LayerNorm{normalized, n.attr("epsilon", 1e-5F), true, bias.has_value()}, {*x}, n.name());
+  n.add_weight(n.name(), "weight", std::move(*scale_w));
+  if (bias) n.add_weight(n.name(), "bias", std::move(*bias));
+  n.set_output(0, y);
+  return ok();
+}
+
+// InstanceNormalization: a GroupNorm with one group per channel.
+Result<void> instance_norm(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  if (xt->shape.rank() < 3 || !xt->shape[1].is_concrete()) {
+    return fail(Errc::shape_mismatch, "input ", xt->shape, " has no concrete channel dim or no spatial dims");
+  }
+  const std::int64_t channels = xt->shape[1].value;
+  auto s = weight(n, 1, "scale");
+  if (!s) return std::move(s).error();
+  auto b = weight(n, 2, "B");
+  if (!b) return std::move(b).error();
+  const Value y = n.builder().add(GroupNorm{channels, channels, n.attr("epsilon", 1e-5F), true}, {*x}, n.name());
+  n.add_weight(n.name(), "weight", std::move(*s));
+  n.add_weight(n.name(), "bias", std::move(*b));
+  n.set_output(0, y);
+  return ok();
+}
+
+// Softmax and LogSoftmax. From opset 13 over one axis (default -1); before, over the dims from
+// `axis` (default 1) on, flattened: the same when that is the last dim, else reshaped around it.
+template <bool Log>
+Result<void> softmax(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  const std::size_t rank = xt->shape.rank();
+  using Op = std::conditional_t<Log, LogSoftmax, Softmax>;
+  if (n.opset() >= 13) {
+    n.set_output(0, n.builder().add(Op{n.attr("axis", std::int64_t{-1})}, {*x}, n.name()));
+    return ok();
+  }
+  auto axis = normalize_axis(n.attr("axis", std::int64_t{1}), std::max<std::size_t>(rank, 1));
+  if (!axis) return std::move(axis).error().context("attribute 'axis'");
+  if (*axis + 1 >= rank) {
+    n.set_output(0, n.builder().add(Op{-1}, {*x}, n.name()));
+    return ok();
+  }
+  auto dims = concrete(*xt, "a softmax over several dims (opset < 13)");
+  if (!dims) return std::move(dims).error();
+  std::int64_t outer = 1;
+  for (std::size_t i = 0; i < *axis; ++i) outer *= (*dims)[i];
+  const Value flat = n.builder().add(Reshape{{outer, -1}}, {*x}, n.part_name("flatten"));
+  const Value y = n.builder().add(Op{-1}, {flat}, n.part_name("softmax"));
+  std::vector<Dim> back(dims->begin(), dims->end());
+  n.set_output(0, n.builder().add(Reshape{back}, {y}, n.name()));
+  return ok();
+}
+
+// ReduceSum, ReduceMean, ReduceMax (and ReduceMin as -max(-x)): axes as an attribute before
+// opset 18 (13 for ReduceSum), as input 1 after; keepdims 1 by default; no axes means every axis,
+// or none with noop_with_empty_axes.
+template <ReduceOp Op, bool Min = false>
+Result<void> reduce(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  const std::int64_t axes_input_from = Op == ReduceOp::sum ? 13 : 18;
+  std::vector<std::int64_t> axes;
+  if (n.opset() >= axes_input_from) {
+    if (n.has_input(1)) {
+      auto a = n.ints(1);
+      if (!a) return std::move(a).error();
+      axes = std::move(*a);
+    }
+  } else {
+    axes = n.attr("axes", std::vector<std::int64_t>{});
+  }
+  const bool keepdims = n.attr("keepdims", std::int64_t{1}) != 0;
+  if (axes.empty() && n.attr("noop_with_empty_axes", std::int64_t{0}) != 0) {
+    n.set_output(0, *x);
+    return ok();
+  }
+  Value in = *x;
+  if (Min) in = n.builder().add(Unary{UnaryOp::neg}, {in}, n.part_name("negate"));
+  Value y = n.builder().add(Reduce{Op, axes, keepdims}, {in}, Min ? n.part_name("max") : n.name());
+  if (Min) y = n.builder().add(Unary{UnaryOp::neg}, {y}, n.name());
+  n.set_output(0, y);
+  return ok();
+}
+
+}  // namespace teeny::onnx::convert

@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""Writes the small ONNX models tests/onnx/test_import.cpp reads (tests/fixtures/onnx/), built with
+ONNX's own helpers (python3-onnx), and their expected outputs computed by NumPy: an independent
+reference for the importer. Deterministic: run it again and nothing changes.
+
+    /usr/bin/python3 tools/make_onnx_fixtures.py
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "onnx")
+
+
+def save(model, name):
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(OUT, name))
+
+
+def save_tensor(array, name):
+    with open(os.path.join(OUT, name), "wb") as f:
+        f.write(numpy_helper.from_array(array).SerializeToString())
+
+
+def model_of(nodes, inputs, outputs, initializers=(), opset=13, domains=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    return helper.make_model(graph, opset_imports=opsets, producer_name="make_onnx_fixtures")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    rng = np.random.default_rng(7)
+
+    # An MLP over a dynamic batch: Gemm (B transposed, C), Relu, MatMul by a constant, Softmax.
+    w1 = rng.standard_normal((6, 4)).astype(np.float32)  # [out, in]: transB = 1
+    b1 = rng.standard_normal(6).astype(np.float32)
+    w2 = rng.standard_normal((6, 3)).astype(np.float32)  # [in, out]: MatMul
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="fc1", transB=1),
+        helper.make_node("Relu", ["h"], ["a"], name="act"),
+        helper.make_node("MatMul", ["a", "w2"], ["z"], name="fc2"),
+        helper.make_node("Softmax", ["z"], ["y"], name="probs", axis=-1),
+    ]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(w2, "w2")]
+    x_in = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y_out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])
+    save(model_of(nodes, [x_in], [y_out], inits), "mlp.onnx")
+    for batch in (1, 8):
+        x = rng.standard_normal((batch, 4)).astype(np.float32)
+        z = np.maximum(x.astype(np.float64) @ w1.T + b1, 0) @ w2
+        y = np.exp(z - z.max(axis=1, keepdims=True))
+        y /= y.sum(axis=1, keepdims=True)
+        save_tensor(x, f"mlp_x_{batch}.pb")
+        save_tensor(y.astype(np.float32), f"mlp_y_{batch}.pb")
+
+    # The same first layer with its weight in an external data file beside the model.
+    ext = model_of(nodes[:2], [x_in], [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 6])],
+                   inits[:2])
+    onnx.external_data_helper.convert_model_to_external_data(
+        ext, all_tensors_to_one_file=True, location="mlp_weights.bin", size_threshold=0)
+    onnx.save(ext, os.path.join(OUT, "external.onnx"))
+    # ... and one whose location leaves the model's folder.
+    escape = onnx.load(os.path.join(OUT, "external.onnx"), load_external_data=False)
+    for t in escape.graph.initializer:
+        for entry in t.external_data:
+            if entry.key == "location":
+                entry.value = "../mlp_weights.bin"
+    onnx.save(escape, os.path.join(OUT, "external_escape.onnx"))
+
+    # Two ops teeny does not import, and a custom-domain op that a user's converter maps.
+    nodes = [
+        helper.make_node("Erf", ["x"], ["e"], name="erf"),
+        helper.make_node("Relu", ["e"], ["r"], name="after_erf"),  # its input's node is reported once
+        helper.make_node("Det", ["x"], ["d"], name="det"),
+        helper.make_node("Twice", ["x"], ["t"], name="twice", domain="com.example"),
+    ]
+    square = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("r", [3, 3]), ("d", []), ("t", [3, 3]))]
+    save(model_of(nodes, [square], outs, domains=["com.example"]), "unsupported.onnx")
+    twice = model_of([nodes[3]], [square], [outs[2]], domains=["com.example"])
+    save(twice, "custom_domain.onnx")
+
+    # A node reading a value nothing defines (onnx.checker would refuse it: saved unchecked).
+    bad = model_of([helper.make_node("Relu", ["nowhere"], ["y"], name="lost")], [square],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])])
+    onnx.save(bad, os.path.join(OUT, "undefined_input.onnx"))
+
+    # Arithmetic with constant operands on either side, broadcast: y = ((1 - x) * h + b) ^ 2 / 3.
+    rng = np.random.default_rng(11)
+    half = rng.standard_normal(4).astype(np.float32)
+    bias = rng.standard_normal((3, 1)).astype(np.float32)
+    consts = [numpy_helper.from_array(np.array(1, np.float32), "one"), numpy_helper.from_array(half, "h"),
+              numpy_helper.from_array(bias, "b"), numpy_helper.from_array(np.array([2], np.float32), "two"),
+              numpy_helper.from_array(np.array(3, np.float32), "three")]
+    nodes = [
+        helper.make_node("Sub", ["one", "x"], ["s"], name="one_minus"),
+        helper.make_node("Mul", ["s", "h"], ["m"], name="scale"),
+        helper.make_node("Add", ["m", "b"], ["a"], name="shift"),
+        helper.make_node("Pow", ["a", "two"], ["p"], name="square"),
+        helper.make_node("Div", ["p", "three"], ["y"], name="third"),
+    ]
+    x_in = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 4])
+    y_out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, 4])
+    save(model_of(nodes, [x_in], [y_out], consts), "constants.onnx")
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    y = ((1 - x.astype(np.float64)) * half + bias) ** 2 / 3
+    save_tensor(x, "constants_x.pb")
+    save_tensor(y.astype(np.float32), "constants_y.pb")
+
+
+if __name__ == "__main__":
+    main()
