@@ -134,6 +134,8 @@ Result<std::vector<std::int64_t>> integers_of(const Tensor& t);
 
 /// A copy of `t` (Tensors own their bytes and do not copy implicitly).
 Result<Tensor> copy_of(const Tensor& t);
+/// A copy of `t` with new dims and the same elements (as many of them).
+Result<Tensor> reshaped(const Tensor& t, const std::vector<std::int64_t>& dims);
 /// `t`, a matrix [rows, cols], transposed: [cols, rows].
 Result<Tensor> transposed(const Tensor& t);
 
@@ -165,6 +167,15 @@ Result<Tensor> copy_of(const Tensor& t) {
   auto copy = Tensor::zeros(t.dtype(), t.shape());
   if (copy && t.bytes() != 0) std::memcpy(copy->data(), t.data(), t.bytes());
   return copy;
+}
+
+Result<Tensor> reshaped(const Tensor& t, const std::vector<std::int64_t>& dims) {
+  auto shape = ConcreteShape::from(dims);
+  if (!shape) return std::move(shape).error();
+  if (shape->numel() != t.numel()) return fail(Errc::shape_mismatch, "cannot reshape ", t.shape(), " to ", *shape);
+  auto out = Tensor::zeros(t.dtype(), *shape);
+  if (out && t.bytes() != 0) std::memcpy(out->data(), t.data(), t.bytes());
+  return out;
 }
 
 Result<Tensor> transposed(const Tensor& t) {

@@ -21,8 +21,8 @@ struct Converter {
   ConvertFn convert;
 };
 
-/// The default domain's ops teeny imports (every opset from 7 on, unless the converter refuses
-/// an attribute or input form with a reason).
+/// The default domain's ops teeny imports (every opset, unless the converter refuses an attribute
+/// or input form, or an older opset's semantics, with a reason).
 inline constexpr Converter standard_converters[] = {
     // activations and elementwise math
     {"Relu", convert::unary<ReLU>},
@@ -33,6 +33,10 @@ inline constexpr Converter standard_converters[] = {
     {"LeakyRelu", convert::leaky_relu},
     {"Elu", convert::elu},
     {"Softplus", convert::softplus},
+    {"Selu", convert::selu},
+    {"Celu", convert::celu},
+    {"Softsign", convert::softsign},
+    {"PRelu", convert::prelu},
     {"Gelu", convert::gelu},
     {"Exp", convert::unary_math<UnaryOp::exp>},
     {"Log", convert::unary_math<UnaryOp::log>},
@@ -48,9 +52,11 @@ inline constexpr Converter standard_converters[] = {
     {"Max", convert::binary<BinaryOp::maximum>},
     {"Min", convert::binary<BinaryOp::minimum>},
     {"Sum", convert::binary<BinaryOp::add>},
+    {"Mean", convert::mean},
     {"Identity", convert::identity},
     {"Dropout", convert::identity},
-    {"Cast", convert::cast},
+    {"Cast", convert::cast<false>},
+    {"CastLike", convert::cast<true>},
     {"Clip", convert::clip},
     // layers
     {"Gemm", convert::gemm},
@@ -69,6 +75,11 @@ inline constexpr Converter standard_converters[] = {
     {"ReduceMean", convert::reduce<ReduceOp::mean>},
     {"ReduceMax", convert::reduce<ReduceOp::max>},
     {"ReduceMin", convert::reduce<ReduceOp::max, true>},
+    {"ReduceSumSquare", convert::reduce_composed<convert::Composed::sum_square>},
+    {"ReduceL1", convert::reduce_composed<convert::Composed::l1>},
+    {"ReduceL2", convert::reduce_composed<convert::Composed::l2>},
+    {"ReduceLogSum", convert::reduce_composed<convert::Composed::log_sum>},
+    {"ReduceLogSumExp", convert::reduce_composed<convert::Composed::log_sum_exp>},
     // shapes and constants
     {"Constant", convert::constant},
     {"Shape", convert::shape},

@@ -138,8 +138,8 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
   if (opset == 0 && parsed.ir_version >= 3)
     return fail(Errc::invalid_argument, "the model imports no default-domain opset");
   if (opset == 0) opset = 1;
-  if (opset < 7 || opset > 21) {
-    return fail(Errc::unsupported, "the model uses opset ", opset, " of the default domain; teeny imports 7 to 21");
+  if (opset < 1 || opset > 21) {
+    return fail(Errc::unsupported, "the model uses opset ", opset, " of the default domain; teeny imports 1 to 21");
   }
   const proto::Graph& g = parsed.graph;
   if (g.nodes.size() > options.max_nodes) {
@@ -247,9 +247,11 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
     const auto it = state->values.find(out.name);
     if (it == state->values.end()) {
       errors.push_back(cat("graph output '", out.name, "' is not computed by any node"));
-    } else if (!it->second.value.valid()) {
+    } else if (it->second.constant != nullptr) {
       unsupported.push_back({out.name, "(graph output)", "", opset,
                              "a graph output known at import (a constant): teeny's graph outputs are computed"});
+    } else if (!it->second.value.valid()) {
+      continue;  // the node that computes it failed in the builder, whose error build() reports
     } else {
       state->builder.output(out.name, it->second.value);
       const TensorType* t = state->builder.type_of(it->second.value);

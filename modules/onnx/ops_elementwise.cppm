@@ -9,6 +9,7 @@ module;
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 export module teeny.onnx:ops_elementwise;
@@ -59,16 +60,105 @@ inline Result<void> softplus(NodeContext& n) {
   return ok();
 }
 
-// ONNX's HardSigmoid is max(0, min(1, alpha x + beta)), alpha 0.2 by default; teeny's is
-// PyTorch's, alpha 1/6 and beta 1/2 (what HardSwish uses, and what PyTorch exports).
+// A scalar of a float dtype (a constant operand's value).
+inline Result<Tensor> scalar(DType dtype, double value) {
+  if (dtype == DType::f64) return Tensor::from<double>({value}, ConcreteShape{});
+  if (dtype == DType::f32) return Tensor::from<float>({static_cast<float>(value)}, ConcreteShape{});
+  return NodeContext::unsupported("a ", dtype, " input (f32 and f64 only here)");
+}
+
+// x (op) c for a scalar c, as the teeny node `node` with its constant operand.
+inline Result<Value> with_scalar(NodeContext& n, BinaryOp op, Value x, double c, const std::string& node) {
+  const TensorType* t = n.builder().type_of(x);
+  if (t == nullptr) return fail(Errc::invalid_argument, "a value without a type");
+  auto constant = scalar(t->dtype, c);
+  if (!constant) return std::move(constant).error();
+  const Value y = n.builder().add(Binary{op, std::vector<std::int64_t>{}, false}, {x}, node);
+  n.add_weight(node, "other", std::move(*constant));
+  return y;
+}
+
+// ONNX's HardSigmoid is max(0, min(1, alpha x + beta)), alpha 0.2 by default: teeny's Hardsigmoid
+// where alpha and beta are PyTorch's (1/6 and 1/2, what PyTorch exports), else built from
+// arithmetic with constants.
 inline Result<void> hard_sigmoid(NodeContext& n) {
   const float alpha = n.attr("alpha", 0.2F);
   const float beta = n.attr("beta", 0.5F);
-  if (std::abs(alpha - 1.0F / 6) > 1e-6F || beta != 0.5F) {
-    return NodeContext::unsupported("HardSigmoid with alpha ", alpha, " and beta ", beta,
-                                    " (teeny has PyTorch's: alpha 1/6, beta 0.5)");
+  if (std::abs(alpha - 1.0F / 6) <= 1e-7F && beta == 0.5F) return unary<Hardsigmoid>(n);
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  Result<Value> y = with_scalar(n, BinaryOp::mul, *x, alpha, n.part_name("alpha"));
+  if (y) y = with_scalar(n, BinaryOp::add, *y, beta, n.part_name("beta"));
+  if (y) y = with_scalar(n, BinaryOp::maximum, *y, 0, n.part_name("max"));
+  if (y) y = with_scalar(n, BinaryOp::minimum, *y, 1, n.name());
+  if (!y) return std::move(y).error();
+  n.set_output(0, *y);
+  return ok();
+}
+
+// Selu: gamma * elu(x, alpha).
+inline Result<void> selu(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  const float alpha = n.attr("alpha", 1.67326319217681884765625F);
+  const float gamma = n.attr("gamma", 1.05070102214813232421875F);
+  const Value e = n.builder().add(ELU{alpha}, {*x}, n.part_name("elu"));
+  auto y = with_scalar(n, BinaryOp::mul, e, gamma, n.name());
+  if (!y) return std::move(y).error();
+  n.set_output(0, *y);
+  return ok();
+}
+
+// Celu: alpha * elu(x / alpha, 1).
+inline Result<void> celu(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  const float alpha = n.attr("alpha", 1.0F);
+  if (alpha == 0) return fail(Errc::invalid_argument, "alpha is 0");
+  auto scaled = with_scalar(n, BinaryOp::div, *x, alpha, n.part_name("scale"));
+  if (!scaled) return std::move(scaled).error();
+  const Value e = n.builder().add(ELU{1}, {*scaled}, n.part_name("elu"));
+  auto y = with_scalar(n, BinaryOp::mul, e, alpha, n.name());
+  if (!y) return std::move(y).error();
+  n.set_output(0, *y);
+  return ok();
+}
+
+// Softsign: x / (1 + |x|).
+inline Result<void> softsign(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  const Value a = n.builder().add(Unary{UnaryOp::abs}, {*x}, n.part_name("abs"));
+  auto d = with_scalar(n, BinaryOp::add, a, 1, n.part_name("plus_one"));
+  if (!d) return std::move(d).error();
+  n.set_output(0, n.builder().add(Binary{BinaryOp::div}, {*x, *d}, n.name()));
+  return ok();
+}
+
+// PRelu with a constant slope: relu(x) + slope * min(x, 0), the slope broadcast as ONNX's.
+inline Result<void> prelu(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  const Tensor* slope = n.constant(1);
+  if (slope == nullptr) return NodeContext::unsupported("a slope computed at run time");
+  std::vector<std::int64_t> dims;
+  for (std::size_t i = 0; i < slope->shape().rank(); ++i) dims.push_back(slope->shape()[i]);
+  // Before opset 7 a slope of C values is per channel (x is [N, C, ...]): [C, 1, ...].
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  if (n.opset() < 7 && dims.size() == 1 && dims[0] != 1 && xt->shape.rank() >= 2) {
+    dims.resize(xt->shape.rank() - 1, 1);
   }
-  return unary<Hardsigmoid>(n);
+  auto weight = reshaped(*slope, dims);
+  if (!weight) return std::move(weight).error();
+  const Value pos = n.builder().add(ReLU{}, {*x}, n.part_name("relu"));
+  auto neg = with_scalar(n, BinaryOp::minimum, *x, 0, n.part_name("negative"));
+  if (!neg) return std::move(neg).error();
+  const std::string scaled_name = n.part_name("slope");
+  const Value scaled = n.builder().add(Binary{BinaryOp::mul, std::move(dims), false}, {*neg}, scaled_name);
+  n.add_weight(scaled_name, "other", std::move(*weight));
+  n.set_output(0, n.builder().add(Binary{BinaryOp::add}, {pos, scaled}, n.name()));
+  return ok();
 }
 
 inline Result<void> gelu(NodeContext& n) {
@@ -83,6 +173,41 @@ inline Result<void> gelu(NodeContext& n) {
   return ok();
 }
 
+// Binary(A, B) before opset 7 with broadcast = 1 and an axis: B [b0..bk] is read as
+// [b0..bk, 1, ...] so that its first dim meets A's dim `axis`.
+template <BinaryOp Fn>
+Result<void> legacy_broadcast(NodeContext& n) {
+  auto at = n.type(0);
+  auto bt = n.type(1);
+  if (!at) return std::move(at).error();
+  if (!bt) return std::move(bt).error();
+  const auto rank = static_cast<std::int64_t>(at->shape.rank());
+  std::int64_t axis = n.attr("axis", std::int64_t{0});
+  if (axis < 0) axis += rank;
+  const auto b_rank = static_cast<std::int64_t>(bt->shape.rank());
+  if (axis < 0 || axis + b_rank > rank) {
+    return fail(Errc::shape_mismatch, "B ", bt->shape, " does not fit A ", at->shape, " at axis ", axis);
+  }
+  auto a = n.value(0);
+  if (!a) return std::move(a).error();
+  std::vector<Dim> dims = bt->shape.dims();
+  dims.resize(static_cast<std::size_t>(rank - axis), Dim(1));
+  if (const Tensor* c = n.constant(1)) {
+    std::vector<std::int64_t> sizes;
+    for (const Dim& d : dims) sizes.push_back(d.value);
+    auto weight = reshaped(*c, sizes);
+    if (!weight) return std::move(weight).error();
+    n.set_output(0, n.builder().add(Binary{Fn, std::move(sizes), false}, {*a}, n.name()));
+    n.add_weight(n.name(), "other", std::move(*weight));
+    return ok();
+  }
+  auto b = n.value(1);
+  if (!b) return std::move(b).error();
+  const Value aligned = n.builder().add(Reshape{dims}, {*b}, n.part_name("align"));
+  n.set_output(0, n.builder().add(Binary{Fn}, {*a, aligned}, n.name()));
+  return ok();
+}
+
 // Binary ops broadcast as NumPy does in ONNX from opset 7, as teeny's do. Max, Min and Sum take
 // one or more inputs (a chain of binary ops over them). One constant operand of two (x * 0.5,
 // 1 - x, an initializer's bias) becomes the op's parameter "other".
@@ -90,6 +215,11 @@ template <BinaryOp Fn>
 Result<void> binary(NodeContext& n) {
   const std::size_t count = n.inputs();
   if (count == 0) return fail(Errc::invalid_argument, "no inputs");
+  // Before opset 7, broadcast = 1 aligns B with A's dims from `axis` on (with no axis, with A's
+  // trailing dims, as NumPy does): B gets trailing 1s to align as NumPy would.
+  if (n.opset() < 7 && n.attr("broadcast", std::int64_t{0}) != 0 && n.has("axis") && count == 2) {
+    return legacy_broadcast<Fn>(n);
+  }
   if (count == 2 && (n.constant(0) != nullptr) != (n.constant(1) != nullptr)) {
     const bool first = n.constant(0) != nullptr;
     const Tensor& c = *n.constant(first ? 0 : 1);
@@ -125,9 +255,34 @@ Result<void> binary(NodeContext& n) {
   return ok();
 }
 
+// Mean of one or more inputs: their sum divided by the count.
+inline Result<void> mean(NodeContext& n) {
+  const std::size_t count = n.inputs();
+  if (count == 0) return fail(Errc::invalid_argument, "no inputs");
+  auto y = n.value(0);
+  if (!y) return std::move(y).error();
+  if (count == 1) {
+    n.set_output(0, *y);
+    return ok();
+  }
+  Value sum = *y;
+  for (std::size_t i = 1; i < count; ++i) {
+    auto b = n.value(i);
+    if (!b) return std::move(b).error();
+    sum = n.builder().add(Binary{BinaryOp::add}, {sum, *b}, n.part_name(cat("sum", i)));
+  }
+  auto out = with_scalar(n, BinaryOp::div, sum, static_cast<double>(count), n.name());
+  if (!out) return std::move(out).error();
+  n.set_output(0, *out);
+  return ok();
+}
+
 // Identity, and Dropout at inference (its mask output is refused: teeny does not compute one).
 inline Result<void> identity(NodeContext& n) {
   if (n.wants_output(1)) return NodeContext::unsupported("Dropout's mask output");
+  if (n.node().op_type == "Dropout" && n.opset() < 7 && n.attr("is_test", std::int64_t{0}) == 0) {
+    return NodeContext::unsupported("Dropout in training mode (is_test 0, before opset 7)");
+  }
   if (n.has_input(2)) {  // training_mode (opset 12)
     auto training = n.ints(2);
     if (!training) return std::move(training).error();
@@ -145,15 +300,60 @@ inline Result<void> identity(NodeContext& n) {
   return ok();
 }
 
-inline Result<void> cast(NodeContext& n) {
-  auto to = dtype_from_onnx(static_cast<std::int32_t>(n.attr("to", std::int64_t{0})));
-  if (!to) return std::move(to).error().context("attribute 'to'");
-  auto x = n.value(0);
-  if (!x) return std::move(x).error();
-  n.set_output(0, n.builder().add(Cast{*to}, {*x}, n.name()));
-  return ok();
+// A constant converted to `to` at import, as ONNX's Cast does (float to integer truncates toward
+// zero); a value the integer dtype cannot hold is an error, not a wrapped or undefined one.
+inline Result<Tensor> cast_constant(const Tensor& c, DType to) {
+  auto out = Tensor::zeros(to, c.shape());
+  if (!out) return std::move(out).error();
+  const auto count = static_cast<std::size_t>(c.numel());
+  Result<void> status = ok();
+  visit_dtype(c.dtype(), [&]<class From>(std::type_identity<From>) {
+    visit_dtype(to, [&]<class To>(std::type_identity<To>) {
+      const From* src = reinterpret_cast<const From*>(c.data());
+      To* dst = reinterpret_cast<To*>(out->data());
+      for (std::size_t i = 0; i < count; ++i) {
+        if constexpr (!std::is_same_v<From, To> && !FloatElement<To> && !std::is_same_v<To, bool>) {
+          const auto v = convert_element<double>(src[i]);
+          if (!(v >= static_cast<double>(std::numeric_limits<To>::lowest()) &&
+                v < static_cast<double>(std::numeric_limits<To>::max()) + 1.0)) {
+            status = fail(Errc::out_of_range, "element ", i, " (", v, ") does not fit ", to);
+            return;
+          }
+        }
+        dst[i] = convert_element<To>(src[i]);
+      }
+    });
+  });
+  if (!status) return std::move(status).error();
+  return out;
 }
 
+// Cast to `to` (an attribute; Cast before opset 6 named it by a string, which is refused), and
+// CastLike to input 1's dtype. A constant is converted at import.
+template <bool Like>
+Result<void> cast(NodeContext& n) {
+  DType to = DType::f32;
+  if constexpr (Like) {
+    auto like = n.type(1);
+    if (!like) return std::move(like).error();
+    to = like->dtype;
+  } else {
+    if (n.opset() < 6) return NodeContext::unsupported("Cast before opset 6 (its 'to' is a string)");
+    auto dtype = dtype_from_onnx(static_cast<std::int32_t>(n.attr("to", std::int64_t{0})));
+    if (!dtype) return std::move(dtype).error().context("attribute 'to'");
+    to = *dtype;
+  }
+  if (const Tensor* c = n.constant(0)) {
+    auto t = cast_constant(*c, to);
+    if (!t) return std::move(t).error().context("input 0");
+    n.set_constant(0, std::move(*t));
+    return ok();
+  }
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  n.set_output(0, n.builder().add(Cast{to}, {*x}, n.name()));
+  return ok();
+}
 
 // Clip(x, min, max): max(x, min) then min(.., max), each bound a constant operand (attributes
 // before opset 11, optional inputs from it); an absent bound is no bound.

@@ -127,8 +127,27 @@ Value from_2d(NodeContext& n, Value y) {
 
 export namespace teeny::onnx::convert {
 
-// Y = alpha A' B' + beta C with B (and C) constant: a Linear whose weight is B' transposed
-// (scaled by alpha) and whose bias is beta C, when C broadcasts along the rows.
+// beta C added to y (C broadcasts as ONNX's Gemm says): a constant C as a constant operand.
+Result<Value> add_c(NodeContext& n, Value y, float beta) {
+  if (n.constant(2) == nullptr) {  // computed at run time
+    if (beta != 1) return NodeContext::unsupported("Gemm with a C computed at run time and beta ", beta);
+    auto c = n.value(2);
+    if (!c) return std::move(c).error();
+    return n.builder().add(Binary{BinaryOp::add}, {y, *c}, n.name());
+  }
+  auto c = weight(n, 2, "C");
+  if (!c) return std::move(c).error();
+  if (auto s = scale(*c, beta); !s) return std::move(s).error();
+  std::vector<std::int64_t> dims;
+  for (std::size_t i = 0; i < c->shape().rank(); ++i) dims.push_back(c->shape()[i]);
+  const Value out = n.builder().add(Binary{BinaryOp::add, std::move(dims), false}, {y}, n.name());
+  n.add_weight(n.name(), "other", std::move(*c));
+  return out;
+}
+
+// Y = alpha A' B' + beta C. With B constant: a Linear whose weight is B' transposed (scaled by
+// alpha) and whose bias is beta C when C is one value per column, else C added after it as a
+// constant operand. With B computed at run time: a MatMul, scaled by alpha, and C added after it.
 Result<void> gemm(NodeContext& n) {
   auto a = n.value(0);
   if (!a) return std::move(a).error();
@@ -136,15 +155,28 @@ Result<void> gemm(NodeContext& n) {
   const float beta = n.attr("beta", 1.0F);
   const bool trans_a = n.attr("transA", std::int64_t{0}) != 0;
   const bool trans_b = n.attr("transB", std::int64_t{0}) != 0;
+  const bool with_c = n.has_input(2) && beta != 0;
   Value x = *a;
   if (trans_a) x = n.builder().add(Permute{{1, 0}}, {x}, n.part_name("transpose_a"));
   if (n.constant(1) == nullptr) {
-    if (n.has_input(2)) return NodeContext::unsupported("Gemm with a run-time B and a C");
-    if (alpha != 1) return NodeContext::unsupported("Gemm with a run-time B and alpha ", alpha);
     auto b = n.value(1);
     if (!b) return std::move(b).error();
     Value bt = trans_b ? n.builder().add(Permute{{1, 0}}, {*b}, n.part_name("transpose_b")) : *b;
-    n.set_output(0, n.builder().add(MatMul{}, {x, bt}, n.name()));
+    const bool last = alpha == 1 && !with_c;
+    Value y = n.builder().add(MatMul{}, {x, bt}, last ? n.name() : n.part_name("matmul"));
+    if (alpha != 1) {
+      auto factor = Tensor::from<float>({alpha}, ConcreteShape{});
+      if (!factor) return std::move(factor).error();
+      const std::string node = with_c ? n.part_name("alpha") : n.name();
+      y = n.builder().add(Binary{BinaryOp::mul, std::vector<std::int64_t>{}, false}, {y}, node);
+      n.add_weight(node, "other", std::move(*factor));
+    }
+    if (with_c) {
+      auto out = add_c(n, y, beta);
+      if (!out) return std::move(out).error();
+      y = *out;
+    }
+    n.set_output(0, y);
     return ok();
   }
   auto w = weight(n, 1, "B");
@@ -159,27 +191,35 @@ Result<void> gemm(NodeContext& n) {
   const std::int64_t out = w->shape()[0];
   const std::int64_t in = w->shape()[1];
   std::optional<Tensor> bias;
-  if (n.has_input(2) && beta != 0) {
+  bool c_after = false;
+  if (with_c) {
     auto c = weight(n, 2, "C");
     if (!c) return std::move(c).error();
     const ConcreteShape& cs = c->shape();
     const bool per_column = cs.numel() == out && (cs.rank() == 1 || (cs.rank() == 2 && cs[0] == 1));
     const bool single = cs.numel() == 1;
-    if (!per_column && !single) {
-      return NodeContext::unsupported("Gemm's C of shape ", cs, " (teeny adds a bias of [N] = [", out, "] only)");
+    if (per_column || single) {
+      auto b = Tensor::zeros(c->dtype(), ConcreteShape{out});
+      if (!b) return std::move(b).error();
+      const std::size_t size = size_of(c->dtype());
+      for (std::int64_t j = 0; j < out; ++j) {
+        std::memcpy(b->data() + static_cast<std::size_t>(j) * size, c->data() + (single ? 0 : j * size), size);
+      }
+      if (auto s = scale(*b, beta); !s) return std::move(s).error();
+      bias = std::move(*b);
+    } else {
+      c_after = true;
     }
-    auto b = Tensor::zeros(c->dtype(), ConcreteShape{out});
-    if (!b) return std::move(b).error();
-    const std::size_t size = size_of(c->dtype());
-    for (std::int64_t j = 0; j < out; ++j) {
-      std::memcpy(b->data() + static_cast<std::size_t>(j) * size, c->data() + (single ? 0 : j * size), size);
-    }
-    if (auto s = scale(*b, beta); !s) return std::move(s).error();
-    bias = std::move(*b);
   }
-  const Value y = n.builder().add(Linear{in, out, bias.has_value()}, {x}, n.name());
-  n.add_weight(n.name(), "weight", std::move(*w));
-  if (bias) n.add_weight(n.name(), "bias", std::move(*bias));
+  const std::string linear = c_after ? n.part_name("linear") : n.name();
+  Value y = n.builder().add(Linear{in, out, bias.has_value()}, {x}, linear);
+  n.add_weight(linear, "weight", std::move(*w));
+  if (bias) n.add_weight(linear, "bias", std::move(*bias));
+  if (c_after) {
+    auto added = add_c(n, y, beta);
+    if (!added) return std::move(added).error();
+    y = *added;
+  }
   n.set_output(0, y);
   return ok();
 }
@@ -323,8 +363,12 @@ Result<void> global_pool(NodeContext& n) {
 
 // BatchNormalization at inference: its four inputs after X constant.
 Result<void> batch_norm(NodeContext& n) {
-  if (n.attr("training_mode", std::int64_t{0}) != 0 || n.wants_output(1) || n.wants_output(2)) {
+  const bool test_mode = n.opset() >= 7 || n.attr("is_test", std::int64_t{0}) != 0;  // is_test before 7
+  if (!test_mode || n.attr("training_mode", std::int64_t{0}) != 0 || n.wants_output(1) || n.wants_output(2)) {
     return NodeContext::unsupported("BatchNormalization in training mode");
+  }
+  if (n.attr("spatial", std::int64_t{1}) == 0) {
+    return NodeContext::unsupported("BatchNormalization with spatial 0 (statistics per element; before opset 9)");
   }
   auto x = n.value(0);
   if (!x) return std::move(x).error();
@@ -435,6 +479,13 @@ Result<void> softmax(NodeContext& n) {
   return ok();
 }
 
+// A reduction's axes: an attribute before opset `input_from`, input 1 from it (none: every axis).
+Result<std::vector<std::int64_t>> reduce_axes(NodeContext& n, std::int64_t input_from) {
+  if (n.opset() < input_from) return n.attr("axes", std::vector<std::int64_t>{});
+  if (!n.has_input(1)) return std::vector<std::int64_t>{};
+  return n.ints(1);
+}
+
 // ReduceSum, ReduceMean, ReduceMax (and ReduceMin as -max(-x)): axes as an attribute before
 // opset 18 (13 for ReduceSum), as input 1 after; keepdims 1 by default; no axes means every axis,
 // or none with noop_with_empty_axes.
@@ -442,27 +493,62 @@ template <ReduceOp Op, bool Min = false>
 Result<void> reduce(NodeContext& n) {
   auto x = n.value(0);
   if (!x) return std::move(x).error();
-  const std::int64_t axes_input_from = Op == ReduceOp::sum ? 13 : 18;
-  std::vector<std::int64_t> axes;
-  if (n.opset() >= axes_input_from) {
-    if (n.has_input(1)) {
-      auto a = n.ints(1);
-      if (!a) return std::move(a).error();
-      axes = std::move(*a);
-    }
-  } else {
-    axes = n.attr("axes", std::vector<std::int64_t>{});
-  }
+  auto axes = reduce_axes(n, Op == ReduceOp::sum ? 13 : 18);
+  if (!axes) return std::move(axes).error();
   const bool keepdims = n.attr("keepdims", std::int64_t{1}) != 0;
-  if (axes.empty() && n.attr("noop_with_empty_axes", std::int64_t{0}) != 0) {
+  if (axes->empty() && n.attr("noop_with_empty_axes", std::int64_t{0}) != 0) {
     n.set_output(0, *x);
     return ok();
   }
   Value in = *x;
   if (Min) in = n.builder().add(Unary{UnaryOp::neg}, {in}, n.part_name("negate"));
-  Value y = n.builder().add(Reduce{Op, axes, keepdims}, {in}, Min ? n.part_name("max") : n.name());
+  Value y = n.builder().add(Reduce{Op, *axes, keepdims}, {in}, Min ? n.part_name("max") : n.name());
   if (Min) y = n.builder().add(Unary{UnaryOp::neg}, {y}, n.name());
   n.set_output(0, y);
+  return ok();
+}
+
+/// The reductions ONNX defines by formula, built from teeny's ops.
+enum class Composed : std::uint8_t { sum_square, l1, l2, log_sum, log_sum_exp };
+
+// ReduceSumSquare sum(x^2), ReduceL1 sum(|x|), ReduceL2 sqrt(sum(x^2)), ReduceLogSum log(sum(x)),
+// ReduceLogSumExp log(sum(exp(x))), computed as max + log(sum(exp(x - max))) so that it does not
+// overflow. Axes as an attribute before opset 18, as input 1 from it.
+template <Composed Kind>
+Result<void> reduce_composed(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto axes = reduce_axes(n, 18);
+  if (!axes) return std::move(axes).error();
+  const bool keepdims = n.attr("keepdims", std::int64_t{1}) != 0;
+  if (axes->empty() && n.attr("noop_with_empty_axes", std::int64_t{0}) != 0) {
+    return NodeContext::unsupported("noop_with_empty_axes on ", n.node().op_type);
+  }
+  GraphBuilder& b = n.builder();
+  const auto sum = [&](Value v, bool last) {
+    return b.add(Reduce{ReduceOp::sum, *axes, keepdims}, {v}, last ? n.name() : n.part_name("sum"));
+  };
+  switch (Kind) {
+    case Composed::sum_square:
+      n.set_output(0, sum(b.add(Binary{BinaryOp::mul}, {*x, *x}, n.part_name("square")), true));
+      break;
+    case Composed::l1: n.set_output(0, sum(b.add(Unary{UnaryOp::abs}, {*x}, n.part_name("abs")), true)); break;
+    case Composed::l2: {
+      const Value s = sum(b.add(Binary{BinaryOp::mul}, {*x, *x}, n.part_name("square")), false);
+      n.set_output(0, b.add(Unary{UnaryOp::sqrt}, {s}, n.name()));
+      break;
+    }
+    case Composed::log_sum: n.set_output(0, b.add(Unary{UnaryOp::log}, {sum(*x, false)}, n.name())); break;
+    case Composed::log_sum_exp: {
+      const Value kept = b.add(Reduce{ReduceOp::max, *axes, true}, {*x}, n.part_name("max"));
+      const Value shifted = b.add(Binary{BinaryOp::sub}, {*x, kept}, n.part_name("shift"));
+      const Value s = sum(b.add(Unary{UnaryOp::exp}, {shifted}, n.part_name("exp")), false);
+      const Value log = b.add(Unary{UnaryOp::log}, {s}, n.part_name("log"));
+      const Value max = keepdims ? kept : b.add(Reduce{ReduceOp::max, *axes, false}, {*x}, n.part_name("max_out"));
+      n.set_output(0, b.add(Binary{BinaryOp::add}, {log, max}, n.name()));
+      break;
+    }
+  }
   return ok();
 }
 

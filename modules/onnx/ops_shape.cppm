@@ -26,16 +26,6 @@ Result<Tensor> int64_tensor(const std::vector<std::int64_t>& values, ConcreteSha
   return Tensor::from<std::int64_t>(std::span<const std::int64_t>(values), shape);
 }
 
-// A constant with new dims and the same elements.
-Result<Tensor> reshaped(const Tensor& t, const std::vector<std::int64_t>& dims) {
-  auto shape = ConcreteShape::from(dims);
-  if (!shape) return std::move(shape).error();
-  if (shape->numel() != t.numel()) return fail(Errc::shape_mismatch, "cannot reshape ", t.shape(), " to ", *shape);
-  auto out = Tensor::zeros(t.dtype(), *shape);
-  if (out && t.bytes() != 0) std::memcpy(out->data(), t.data(), t.bytes());
-  return out;
-}
-
 // Input 0's dims as teeny Dims (a constant's, or a value's declared ones).
 Result<std::vector<Dim>> dims_of(NodeContext& n) {
   auto t = n.type(0);
@@ -119,7 +109,9 @@ Result<void> shape(NodeContext& n) {
 
 // Reshape: the target from a constant; 0 copies the input's dim unless allowzero (opset 14).
 Result<void> reshape(NodeContext& n) {
-  auto target = n.ints(1);
+  // Before opset 5 the target is the attribute 'shape'.
+  auto target =
+      n.opset() < 5 ? Result<std::vector<std::int64_t>>(n.attr("shape", std::vector<std::int64_t>{})) : n.ints(1);
   if (!target) return std::move(target).error();
   auto dims = dims_of(n);
   if (!dims) return std::move(dims).error();
@@ -229,7 +221,7 @@ Result<void> transpose(NodeContext& n) {
 
 // Concat: of values, or folded when every input is a constant of the same dtype.
 Result<void> concat(NodeContext& n) {
-  const std::int64_t axis = n.attr("axis", std::int64_t{0});
+  const std::int64_t axis = n.attr("axis", std::int64_t{n.opset() < 4 ? 1 : 0});  // 1 by default before opset 4
   bool all_constant = true;
   for (std::size_t i = 0; i < n.inputs(); ++i) all_constant = all_constant && n.constant(i) != nullptr;
   if (all_constant && n.inputs() > 0) {
@@ -300,7 +292,6 @@ Result<void> gather(NodeContext& n) {
       "Gather other than of a constant matrix's rows (an embedding) or of a constant shape");
 }
 
-
 // Slice: starts, ends, axes and steps as attributes before opset 10, as inputs from it; one
 // teeny Slice per axis. A rank-1 integer constant (a shape) is sliced at import.
 Result<void> slice(NodeContext& n) {
@@ -331,13 +322,16 @@ Result<void> slice(NodeContext& n) {
   for (const std::int64_t step : steps) {
     if (step <= 0) return NodeContext::unsupported("a step of ", step, " (teeny slices with positive steps)");
   }
-  if (const Tensor* c = n.constant(0); c != nullptr && rank == 1) {
+  if (starts.empty()) return fail(Errc::invalid_argument, "no starts");
+  if (const Tensor* c = n.constant(0); c != nullptr && rank == 1 && starts.size() == 1) {
+    if (auto axis = normalize_axis(axes[0], 1); !axis) return std::move(axis).error().context("axes");
     auto values = integers_of(*c);
     if (!values) return NodeContext::unsupported("slicing a ", c->dtype(), " constant at import");
     const auto size = static_cast<std::int64_t>(values->size());
     const auto clamp = [&](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + size : i, 0, size); };
     std::vector<std::int64_t> out;
-    for (std::int64_t i = clamp(starts[0]); i < clamp(ends[0]); i += steps[0]) out.push_back((*values)[static_cast<std::size_t>(i)]);
+    for (std::int64_t i = clamp(starts[0]); i < clamp(ends[0]); i += steps[0])
+      out.push_back((*values)[static_cast<std::size_t>(i)]);
     auto sliced = int64_tensor(out, ConcreteShape{static_cast<std::int64_t>(out.size())});
     if (!sliced) return std::move(sliced).error();
     n.set_constant(0, std::move(*sliced));
@@ -359,6 +353,7 @@ Result<void> slice(NodeContext& n) {
 // Split into the node's outputs: sizes from 'split' (an attribute before opset 13, an input from
 // it), else equal pieces (num_outputs from opset 18, else one per output).
 Result<void> split(NodeContext& n) {
+  if (n.opset() < 2) return NodeContext::unsupported("Split before opset 2");
   auto x = n.value(0);
   if (!x) return std::move(x).error();
   auto t = n.type(0);
@@ -397,6 +392,7 @@ Result<void> split(NodeContext& n) {
 // Pad: pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] (an attribute before opset 11, an input
 // from it, over `axes` from opset 18); modes constant, reflect and edge (teeny's replicate).
 Result<void> pad(NodeContext& n) {
+  if (n.opset() < 2) return NodeContext::unsupported("Pad before opset 2 (its 'paddings')");
   auto x = n.value(0);
   if (!x) return std::move(x).error();
   auto t = n.type(0);
@@ -415,7 +411,8 @@ Result<void> pad(NodeContext& n) {
       if (c->numel() != 1 || (c->dtype() != DType::f32 && c->dtype() != DType::f64)) {
         return NodeContext::unsupported("a constant_value of ", c->dtype(), " ", c->shape());
       }
-      value = c->dtype() == DType::f32 ? *reinterpret_cast<const float*>(c->data()) : *reinterpret_cast<const double*>(c->data());
+      value = c->dtype() == DType::f32 ? *reinterpret_cast<const float*>(c->data())
+                                       : *reinterpret_cast<const double*>(c->data());
     } else if (n.has_input(2)) {
       return NodeContext::unsupported("a constant_value computed at run time");
     }
@@ -450,9 +447,12 @@ Result<void> pad(NodeContext& n) {
   }
   const std::string mode = n.attr("mode", std::string("constant"));
   PadMode m = PadMode::constant;
-  if (mode == "reflect") m = PadMode::reflect;
-  else if (mode == "edge") m = PadMode::replicate;
-  else if (mode != "constant") return NodeContext::unsupported("mode '", mode, "'");
+  if (mode == "reflect")
+    m = PadMode::reflect;
+  else if (mode == "edge")
+    m = PadMode::replicate;
+  else if (mode != "constant")
+    return NodeContext::unsupported("mode '", mode, "'");
   if (pairs.empty()) {
     n.set_output(0, *x);
     return ok();

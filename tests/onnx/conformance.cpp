@@ -21,10 +21,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "onnx/proto.hpp"
 
 import teeny;
 import teeny.onnx;
@@ -121,11 +128,39 @@ struct Stage {
   std::vector<teeny::NamedTensor> outputs;
 };
 
+// The model's graph inputs that are not initializers, in order: the test data's input_<i>.pb feed
+// them by position (the tensors' own names may be empty).
+std::vector<std::pair<std::string, std::int32_t>> graph_inputs(const fs::path& model_path) {
+  std::ifstream file(model_path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  teeny::onnx::proto::Model model;
+  std::string error;
+  if (!teeny::onnx::proto::parse_model(std::as_bytes(std::span(bytes)), model, error)) return {};
+  std::set<std::string> initializers;
+  for (const auto& t : model.graph.initializers) initializers.insert(t.name);
+  std::vector<std::pair<std::string, std::int32_t>> inputs;  // name, ONNX element type
+  for (const auto& v : model.graph.inputs) {
+    if (!initializers.contains(v.name)) inputs.emplace_back(v.name, v.elem_type);
+  }
+  return inputs;
+}
+
 // Imports, loads and runs the model on `inputs` (the first `constants_from` inputs fed, the rest
 // bound as constants at import).
 Stage run(const fs::path& model_path, const std::vector<teeny::NamedTensor>& inputs, std::size_t constants_from) {
+  const auto declared = graph_inputs(model_path);
+  const auto name_of = [&](std::size_t i) -> std::string_view {
+    return i < declared.size() ? declared[i].first : inputs[i].name;
+  };
   std::vector<teeny::TensorRef> constants;
-  for (std::size_t i = constants_from; i < inputs.size(); ++i) constants.push_back(teeny::TensorRef::of(inputs[i]));
+  for (std::size_t i = constants_from; i < inputs.size(); ++i) {
+    teeny::TensorRef ref = teeny::TensorRef::of(name_of(i), inputs[i].tensor);
+    constexpr std::int32_t onnx_bfloat16 = 16;  // stored as bits in a u16 tensor, as below
+    if (i < declared.size() && declared[i].second == onnx_bfloat16 && ref.dtype == teeny::DType::u16) {
+      ref.dtype = teeny::DType::bf16;
+    }
+    constants.push_back(ref);
+  }
   teeny::onnx::ImportOptions options;
   options.constant_inputs = constants;
   auto imported = teeny::onnx::import_model(model_path.string(), options);
@@ -134,28 +169,43 @@ Stage run(const fs::path& model_path, const std::vector<teeny::NamedTensor>& inp
   teeny::Bindings dims;
   std::vector<teeny::TensorRef> fed;
   for (const teeny::onnx::ValueDesc& in : imported->inputs) {
-    const auto it = std::find_if(inputs.begin(), inputs.end(), [&](const auto& t) { return t.name == in.name; });
-    if (it == inputs.end()) return {"the test data has no input '" + in.name + "'", {}};
-    if (auto matched = teeny::match_shape(in.shape, it->tensor.shape(), dims); !matched) {
+    std::size_t i = 0;
+    while (i < inputs.size() && name_of(i) != in.name) ++i;
+    if (i == inputs.size()) return {"the test data has no input '" + in.name + "'", {}};
+    if (auto matched = teeny::match_shape(in.shape, inputs[i].tensor.shape(), dims); !matched) {
       return {"input '" + in.name + "': " + matched.error().to_string(), {}};
     }
-    fed.push_back(teeny::TensorRef::of(*it));
+    teeny::TensorRef ref = teeny::TensorRef::of(in.name, inputs[i].tensor);
+    // ONNX 1.12's test data stores bf16 inputs as their bits, in a u16 tensor.
+    if (in.dtype == teeny::DType::bf16 && ref.dtype == teeny::DType::u16) ref.dtype = teeny::DType::bf16;
+    fed.push_back(ref);
   }
-  auto model = teeny::load_cpu(imported->graph, dims);
-  if (!model) return {"load: " + model.error().to_string(), {}};
-  auto params = imported->params();
-  if (!params) return {"weights: " + params.error().to_string(), {}};
-  if (auto loaded = model->load_weights(*params); !loaded) return {"weights: " + loaded.error().to_string(), {}};
-  auto outputs = model->forward([&] {
+  // A model whose float inputs are f64 computes in f64 (teeny's f64 lowering), else in f32.
+  bool f64 = false;
+  bool f32 = false;
+  for (const auto& in : imported->inputs) {
+    f64 = f64 || in.dtype == teeny::DType::f64;
+    f32 = f32 || in.dtype == teeny::DType::f32;
+  }
+  const auto load_and_run = [&]<class T>() -> Result<std::vector<teeny::NamedTensor>> {
+    auto model = teeny::load_cpu<T>(imported->graph, dims);
+    if (!model) return std::move(model).error().context("load");
+    auto params = imported->params();
+    if (!params) return std::move(params).error().context("weights");
+    if (auto loaded = model->load_weights(*params); !loaded) return std::move(loaded).error().context("weights");
     std::vector<teeny::NamedTensor> copies;
     for (const teeny::TensorRef& r : fed) {
       auto t = teeny::Tensor::zeros(r.dtype, r.shape);
-      if (t && !r.data.empty()) std::memcpy(t->data(), r.data.data(), r.data.size());
+      if (!t) return std::move(t).error();
+      if (!r.data.empty()) std::memcpy(t->data(), r.data.data(), r.data.size());
       copies.push_back({std::string(r.name), std::move(*t)});
     }
-    return copies;
-  }());
-  if (!outputs) return {"run: " + outputs.error().to_string(), {}};
+    auto outputs = model->forward(std::move(copies));
+    if (!outputs) return std::move(outputs).error().context("run");
+    return outputs;
+  };
+  auto outputs = f64 && !f32 ? load_and_run.template operator()<double>() : load_and_run.template operator()<float>();
+  if (!outputs) return {outputs.error().to_string(), {}};
   return {"", std::move(*outputs)};
 }
 
@@ -217,7 +267,8 @@ void write_report(const std::string& path, const std::vector<CaseResult>& result
          "Debian ships (`libonnx-testdata`, ONNX 1.12). Each case's model is imported, loaded on the CPU and run on "
          "every test_data_set; outputs must match ONNX's expected ones at rtol 1e-3, atol 1e-7 with the same dtype "
          "and shape (bf16 outputs at rtol 2^-7, one bf16 step: ONNX 1.12's float-to-bf16 cast truncates, teeny's "
-         "rounds to nearest even as PyTorch's does). *Unsupported* is an import, load or run error (the first line of its message below); "
+         "rounds to nearest even as PyTorch's does). *Unsupported* is an import, load or run error (the first line of "
+         "its message below); "
          "*wrong* is a case that ran and gave a different answer, which fails CI. A model that takes its weights "
          "as graph inputs is run with the inputs after the first bound as constants. Do not edit: regenerate.\n\n";
   out << "Ops with a converter (`standard_converters`, modules/onnx/converters.cppm):";
