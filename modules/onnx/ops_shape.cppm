@@ -330,8 +330,12 @@ Result<void> slice(NodeContext& n) {
     const auto size = static_cast<std::int64_t>(values->size());
     const auto clamp = [&](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + size : i, 0, size); };
     std::vector<std::int64_t> out;
-    for (std::int64_t i = clamp(starts[0]); i < clamp(ends[0]); i += steps[0])
+    const std::int64_t begin = clamp(starts[0]);
+    const std::int64_t end = clamp(ends[0]);
+    for (std::int64_t i = begin; i < end; i += steps[0]) {
       out.push_back((*values)[static_cast<std::size_t>(i)]);
+      if (steps[0] >= end - i) break;  // the next index is past the end: stop before i + step overflows
+    }
     auto sliced = int64_tensor(out, ConcreteShape{static_cast<std::int64_t>(out.size())});
     if (!sliced) return std::move(sliced).error();
     n.set_constant(0, std::move(*sliced));
