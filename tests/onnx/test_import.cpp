@@ -32,6 +32,18 @@ void check_close(const teeny::TensorView<const float>& got, const teeny::Tensor&
   for (std::int64_t i = 0; i < want.numel(); ++i) CHECK(got.data[i] == doctest::Approx(w[i]).epsilon(1e-5));
 }
 
+// Runs `model` on the tensor file `x` fed as input "x" and checks output `y_name` against file `y`.
+template <class Model>
+void check_forward(Model& model, const std::string& x_file, const std::string& y_file, const std::string& y_name) {
+  const teeny::NamedTensor x = tensor(x_file);
+  const teeny::NamedTensor y = tensor(y_file);
+  const teeny::TensorRef in[] = {teeny::TensorRef::of("x", x.tensor)};
+  REQUIRE(model.forward(in));
+  auto out = model.template output<float>(y_name);
+  REQUIRE(out);
+  check_close(*out, y.tensor);
+}
+
 }  // namespace
 
 TEST_CASE("onnx: an MLP imports with its names, dims and weights, and runs at batch 1 and 8 as NumPy computes") {
@@ -52,13 +64,7 @@ TEST_CASE("onnx: an MLP imports with its names, dims and weights, and runs at ba
     CAPTURE(batch);
     auto model = teeny::onnx::load_cpu(fixture("mlp.onnx"), {{"batch", batch}});
     REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
-    const teeny::NamedTensor x = tensor("mlp_x_" + std::to_string(batch) + ".pb");
-    const teeny::NamedTensor y = tensor("mlp_y_" + std::to_string(batch) + ".pb");
-    const teeny::TensorRef in[] = {teeny::TensorRef::of("x", x.tensor)};
-    REQUIRE(model->forward(in));
-    auto out = model->output<float>("y");
-    REQUIRE(out);
-    check_close(*out, y.tensor);
+    check_forward(*model, "mlp_x_" + std::to_string(batch) + ".pb", "mlp_y_" + std::to_string(batch) + ".pb", "y");
   }
 }
 
@@ -71,13 +77,7 @@ TEST_CASE("onnx: one import runs at several batch sizes") {
   REQUIRE(params);
   REQUIRE(model->load_weights(*params));
   for (const int batch : {8, 1}) {
-    const teeny::NamedTensor x = tensor("mlp_x_" + std::to_string(batch) + ".pb");
-    const teeny::NamedTensor y = tensor("mlp_y_" + std::to_string(batch) + ".pb");
-    const teeny::TensorRef in[] = {teeny::TensorRef::of("x", x.tensor)};
-    REQUIRE(model->forward(in));
-    auto out = model->output<float>("y");
-    REQUIRE(out);
-    check_close(*out, y.tensor);
+    check_forward(*model, "mlp_x_" + std::to_string(batch) + ".pb", "mlp_y_" + std::to_string(batch) + ".pb", "y");
   }
 }
 
@@ -90,13 +90,7 @@ TEST_CASE("onnx: arithmetic with a constant operand on either side imports as th
         std::vector<std::string>{"one_minus.other", "scale.other", "shift.other", "square.other", "third.other"});
   auto model = teeny::onnx::load_cpu(fixture("constants.onnx"), {{"batch", 2}});
   REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
-  const teeny::NamedTensor x = tensor("constants_x.pb");
-  const teeny::NamedTensor y = tensor("constants_y.pb");
-  const teeny::TensorRef in[] = {teeny::TensorRef::of("x", x.tensor)};
-  REQUIRE(model->forward(in));
-  auto out = model->output<float>("y");
-  REQUIRE(out);
-  check_close(*out, y.tensor);
+  check_forward(*model, "constants_x.pb", "constants_y.pb", "y");
 }
 
 TEST_CASE("onnx: weights in an external data file beside the model load; a location out of its folder is refused") {
