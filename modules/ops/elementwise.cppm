@@ -141,7 +141,9 @@ struct binary_op {
     BackwardArgs g{*forward, {}, {}, {}};
     // The inputs' gradients; a constant operand has none.
     const Result<void> da = other && other_first ? ok() : bind_grad_input(b, 0, a, g.da);
-    const Result<void> db = !other ? bind_grad_input(b, 1, bv, g.db) : other_first ? bind_grad_input(b, 0, bv, g.db) : ok();
+    const Result<void> db = !other        ? bind_grad_input(b, 1, bv, g.db)
+                            : other_first ? bind_grad_input(b, 0, bv, g.db)
+                                          : ok();
     if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), da, db)) return *e;
     if (g.da.data != nullptr) g.da = broadcast_to(g.da, g.forward.y.shape);
     if (g.db.data != nullptr) g.db = broadcast_to(g.db, g.forward.y.shape);
