@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes the binary fixtures of teeny.io's tests into tests/fixtures/io/ (deterministic).
 
 Plain Python (struct + json), no torch or safetensors package needed, so that the files are an
@@ -9,8 +9,11 @@ independent reference for teeny's reader and writer:
                          an unaligned offset, a gap between tensors and an empty tensor.
   canonical.safetensors  the layout the safetensors library's writer produces for a small dict of
                          tensors; teeny's save_safetensors must reproduce it byte for byte.
+  npy/*.npy              arrays of known values written by NumPy's own np.save (the format's
+                         reference writer; Debian's python3-numpy): dtypes, both byte orders,
+                         Fortran order, a 0-d and an empty array, and format version 2.0.
 
-Usage: tools/make_io_fixtures.py [output dir]   (default: tests/fixtures/io next to this script)
+Usage: /usr/bin/python3 tools/make_io_fixtures.py [output dir]   (default: tests/fixtures/io next to this script)
 """
 import json
 import os
@@ -82,12 +85,36 @@ def canonical():
     return header_bytes(header) + b"".join(tensors[n][2] for n in order)
 
 
+def npy_files(out):
+    """NumPy writes these; tests/io/test_npy.cpp knows their values, and save_npy must reproduce
+    the C-order, little-endian ones byte for byte."""
+    import numpy as np  # only for these files
+
+    os.makedirs(out, exist_ok=True)
+    arrays = {
+        "f32_2x3": np.array([[0.5, -1.25, 3.0], [0.001, -0.0, 65504.0]], dtype="<f4"),
+        "f64_fortran_2x3": np.asfortranarray(np.arange(6, dtype="<f8").reshape(2, 3)),
+        "i16_fortran_2x3x4": np.asfortranarray(np.arange(24, dtype="<i2").reshape(2, 3, 4)),
+        "i32_big_endian": np.array([1, -2, 70000], dtype=">i4"),
+        "i64_scalar": np.array(-7, dtype="<i8"),
+        "bool_4": np.array([True, False, False, True]),
+        "f16_3": np.array([1.0, -2.5, 0.099975586], dtype="<f2"),
+        "u8_empty_0x3": np.zeros((0, 3), dtype="u1"),
+        "c64_2": np.array([1 + 2j, 3], dtype="<c8"),
+    }
+    for name, array in arrays.items():
+        np.save(os.path.join(out, name + ".npy"), array)
+    with open(os.path.join(out, "f32_v2.npy"), "wb") as f:
+        np.lib.format.write_array(f, np.array([1.5, -2.0], dtype="<f4"), version=(2, 0))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "io")
     os.makedirs(out, exist_ok=True)
     for name, content in (("reference.safetensors", reference()), ("canonical.safetensors", canonical())):
         with open(os.path.join(out, name), "wb") as f:
             f.write(content)
+    npy_files(os.path.join(out, "npy"))
 
 
 if __name__ == "__main__":
