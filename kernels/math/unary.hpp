@@ -35,6 +35,22 @@ enum class UnaryFn : std::uint8_t {
   abs,
   neg,
   reciprocal,
+  erf,
+  sin,
+  cos,
+  tan,
+  asin,
+  acos,
+  atan,
+  sinh,
+  cosh,
+  asinh,
+  acosh,
+  atanh,
+  floor,
+  ceil,
+  round,  // half to even, as ONNX's Round and torch.round
+  sign,
   count,
 };
 inline constexpr std::size_t unary_fn_count = static_cast<std::size_t>(UnaryFn::count);
@@ -59,6 +75,22 @@ constexpr const char* unary_fn_name(UnaryFn fn) {
     case UnaryFn::abs: return "abs";
     case UnaryFn::neg: return "neg";
     case UnaryFn::reciprocal: return "reciprocal";
+    case UnaryFn::erf: return "erf";
+    case UnaryFn::sin: return "sin";
+    case UnaryFn::cos: return "cos";
+    case UnaryFn::tan: return "tan";
+    case UnaryFn::asin: return "asin";
+    case UnaryFn::acos: return "acos";
+    case UnaryFn::atan: return "atan";
+    case UnaryFn::sinh: return "sinh";
+    case UnaryFn::cosh: return "cosh";
+    case UnaryFn::asinh: return "asinh";
+    case UnaryFn::acosh: return "acosh";
+    case UnaryFn::atanh: return "atanh";
+    case UnaryFn::floor: return "floor";
+    case UnaryFn::ceil: return "ceil";
+    case UnaryFn::round: return "round";
+    case UnaryFn::sign: return "sign";
     case UnaryFn::count: break;
   }
   return "?";
@@ -75,6 +107,8 @@ struct UnaryParams {
 template <class T>
 TEENY_HD inline T apply_unary(UnaryFn fn, T x, UnaryParams p) {
   using std::abs, std::erf, std::exp, std::log, std::log1p, std::expm1, std::sqrt, std::tanh;
+  using std::sin, std::cos, std::tan, std::asin, std::acos, std::atan, std::sinh, std::cosh, std::asinh, std::acosh,
+      std::atanh, std::floor, std::ceil, std::nearbyint;
   const T zero = T(0);
   const T one = T(1);
   switch (fn) {
@@ -108,6 +142,22 @@ TEENY_HD inline T apply_unary(UnaryFn fn, T x, UnaryParams p) {
     case UnaryFn::abs: return abs(x);
     case UnaryFn::neg: return -x;
     case UnaryFn::reciprocal: return one / x;
+    case UnaryFn::erf: return erf(x);
+    case UnaryFn::sin: return sin(x);
+    case UnaryFn::cos: return cos(x);
+    case UnaryFn::tan: return tan(x);
+    case UnaryFn::asin: return asin(x);
+    case UnaryFn::acos: return acos(x);
+    case UnaryFn::atan: return atan(x);
+    case UnaryFn::sinh: return sinh(x);
+    case UnaryFn::cosh: return cosh(x);
+    case UnaryFn::asinh: return asinh(x);
+    case UnaryFn::acosh: return acosh(x);
+    case UnaryFn::atanh: return atanh(x);
+    case UnaryFn::floor: return floor(x);
+    case UnaryFn::ceil: return ceil(x);
+    case UnaryFn::round: return nearbyint(x);  // the default rounding mode: to nearest, ties to even
+    case UnaryFn::sign: return x > zero ? one : (x < zero ? -one : x);  // sign(0) = 0, NaN stays NaN
     case UnaryFn::count: break;
   }
   return x;
@@ -116,7 +166,7 @@ TEENY_HD inline T apply_unary(UnaryFn fn, T x, UnaryParams p) {
 /// dy/dx of y = fn(x) at x (y is fn(x), passed because several derivatives are cheaper from it).
 template <class T>
 TEENY_HD inline T unary_derivative(UnaryFn fn, T x, T y, UnaryParams p) {
-  using std::erf, std::exp, std::tanh;
+  using std::erf, std::exp, std::tanh, std::sin, std::cos, std::sinh, std::cosh, std::sqrt;
   const T zero = T(0);
   const T one = T(1);
   switch (fn) {
@@ -152,6 +202,22 @@ TEENY_HD inline T unary_derivative(UnaryFn fn, T x, T y, UnaryParams p) {
     case UnaryFn::abs: return x > zero ? one : (x < zero ? -one : zero);
     case UnaryFn::neg: return -one;
     case UnaryFn::reciprocal: return -y * y;
+    case UnaryFn::erf: return T(1.12837916709551257390) * exp(-x * x);  // 2 / sqrt(pi)
+    case UnaryFn::sin: return cos(x);
+    case UnaryFn::cos: return -sin(x);
+    case UnaryFn::tan: return one + y * y;
+    case UnaryFn::asin: return one / sqrt(one - x * x);
+    case UnaryFn::acos: return -one / sqrt(one - x * x);
+    case UnaryFn::atan: return one / (one + x * x);
+    case UnaryFn::sinh: return cosh(x);
+    case UnaryFn::cosh: return sinh(x);
+    case UnaryFn::asinh: return one / sqrt(x * x + one);
+    case UnaryFn::acosh: return one / sqrt(x * x - one);
+    case UnaryFn::atanh: return one / (one - x * x);
+    case UnaryFn::floor:
+    case UnaryFn::ceil:
+    case UnaryFn::round:
+    case UnaryFn::sign: return zero;  // piecewise constant: PyTorch's gradient is 0
     case UnaryFn::count: break;
   }
   return one;

@@ -181,7 +181,31 @@ static_assert(GraphOpWithName<Binary> && GraphOpWithParams<Binary>);
 
 /// An element-wise math function: `count` is not one but how many there are (it stays last, so it
 /// cannot go stale; every table indexed by a UnaryOp checks its size against it).
-enum class UnaryOp : std::uint8_t { exp, log, sqrt, abs, neg, reciprocal, count };
+enum class UnaryOp : std::uint8_t {
+  exp,
+  log,
+  sqrt,
+  abs,
+  neg,
+  reciprocal,
+  erf,
+  sin,
+  cos,
+  tan,
+  asin,
+  acos,
+  atan,
+  sinh,
+  cosh,
+  asinh,
+  acosh,
+  atanh,
+  floor,
+  ceil,
+  round,  // half to even
+  sign,
+  count
+};
 inline constexpr std::size_t unary_op_count = static_cast<std::size_t>(UnaryOp::count);
 constexpr std::string_view name(UnaryOp op) {
   switch (op) {
@@ -191,12 +215,29 @@ constexpr std::string_view name(UnaryOp op) {
     case UnaryOp::abs: return "abs";
     case UnaryOp::neg: return "neg";
     case UnaryOp::reciprocal: return "reciprocal";
+    case UnaryOp::erf: return "erf";
+    case UnaryOp::sin: return "sin";
+    case UnaryOp::cos: return "cos";
+    case UnaryOp::tan: return "tan";
+    case UnaryOp::asin: return "asin";
+    case UnaryOp::acos: return "acos";
+    case UnaryOp::atan: return "atan";
+    case UnaryOp::sinh: return "sinh";
+    case UnaryOp::cosh: return "cosh";
+    case UnaryOp::asinh: return "asinh";
+    case UnaryOp::acosh: return "acosh";
+    case UnaryOp::atanh: return "atanh";
+    case UnaryOp::floor: return "floor";
+    case UnaryOp::ceil: return "ceil";
+    case UnaryOp::round: return "round";
+    case UnaryOp::sign: return "sign";
     case UnaryOp::count: break;
   }
   return "unary";
 }
 
-/// Element-wise math: exp, log, sqrt and reciprocal need floats; abs and neg any numeric dtype.
+/// Element-wise math (PyTorch's functions of the same names; round is half to even): abs and neg
+/// take any numeric dtype, the others floats.
 struct Unary {
   static constexpr std::string_view kind = "unary";
   static constexpr Arity arity{1, 1};

@@ -71,6 +71,22 @@ inline Activation activation(const Unary& u) {
     case UnaryOp::abs: return {UnaryFn::abs, {}};
     case UnaryOp::neg: return {UnaryFn::neg, {}};
     case UnaryOp::reciprocal: return {UnaryFn::reciprocal, {}};
+    case UnaryOp::erf: return {UnaryFn::erf, {}};
+    case UnaryOp::sin: return {UnaryFn::sin, {}};
+    case UnaryOp::cos: return {UnaryFn::cos, {}};
+    case UnaryOp::tan: return {UnaryFn::tan, {}};
+    case UnaryOp::asin: return {UnaryFn::asin, {}};
+    case UnaryOp::acos: return {UnaryFn::acos, {}};
+    case UnaryOp::atan: return {UnaryFn::atan, {}};
+    case UnaryOp::sinh: return {UnaryFn::sinh, {}};
+    case UnaryOp::cosh: return {UnaryFn::cosh, {}};
+    case UnaryOp::asinh: return {UnaryFn::asinh, {}};
+    case UnaryOp::acosh: return {UnaryFn::acosh, {}};
+    case UnaryOp::atanh: return {UnaryFn::atanh, {}};
+    case UnaryOp::floor: return {UnaryFn::floor, {}};
+    case UnaryOp::ceil: return {UnaryFn::ceil, {}};
+    case UnaryOp::round: return {UnaryFn::round, {}};
+    case UnaryOp::sign: return {UnaryFn::sign, {}};
     case UnaryOp::count: break;
   }
   return {UnaryFn::exp, {}};  // not reached: Unary's op is one of the above

@@ -93,11 +93,25 @@ void for_each_op_case(Visit&& visit) {
                                       : fn == UnaryFn::elu        ? teeny::UnaryParams{1.5, 0}
                                                                   : teeny::UnaryParams{};
     const bool needs_positive = fn == UnaryFn::log || fn == UnaryFn::sqrt;
-    // hardswish and hardsigmoid over all three pieces; the others on [-2, 2].
-    const HostTensor x = needs_positive                                           ? positive(act)
-                         : fn == UnaryFn::reciprocal                              ? away_from_zero(act)
-                         : fn == UnaryFn::hardswish || fn == UnaryFn::hardsigmoid ? scaled(act, 2.5)
-                                                                                  : act;
+    const bool inside_unit = fn == UnaryFn::asin || fn == UnaryFn::acos || fn == UnaryFn::atanh || fn == UnaryFn::tan;
+    const bool piecewise_constant =
+        fn == UnaryFn::floor || fn == UnaryFn::ceil || fn == UnaryFn::round || fn == UnaryFn::sign;
+    // hardswish and hardsigmoid over all three pieces; asin, acos, atanh and tan inside (-0.9, 0.9)
+    // (their domain, away from the poles); acosh above 1.5; the piecewise-constant functions a
+    // quarter away from every step (integers, and halves for round), so that finite differences
+    // see their zero derivative; the others on [-2, 2].
+    HostTensor x = needs_positive                                           ? positive(act)
+                   : fn == UnaryFn::reciprocal                              ? away_from_zero(act)
+                   : fn == UnaryFn::hardswish || fn == UnaryFn::hardsigmoid ? scaled(act, 2.5)
+                   : inside_unit                                            ? scaled(act, 0.45)
+                   : fn == UnaryFn::acosh                                   ? positive(act)
+                                                                            : act;
+    if (fn == UnaryFn::acosh) {
+      for (double& v : x.values) v += 1.0;
+    }
+    if (piecewise_constant) {
+      for (double& v : x.values) v = std::round(v) + (v < std::round(v) ? -0.25 : 0.25);
+    }
     case_of("unary fn " + std::to_string(f),
             [fn, params]<class T>() {
               teeny::unary_op<T> op;
