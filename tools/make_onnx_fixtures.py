@@ -59,6 +59,8 @@ def main():
     # The same first layer with its weight in an external data file beside the model.
     ext = model_of(nodes[:2], [x_in], [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 6])],
                    inits[:2])
+    if os.path.exists(os.path.join(OUT, "mlp_weights.bin")):  # onnx.save appends to it
+        os.remove(os.path.join(OUT, "mlp_weights.bin"))
     onnx.external_data_helper.convert_model_to_external_data(
         ext, all_tensors_to_one_file=True, location="mlp_weights.bin", size_threshold=0)
     onnx.save(ext, os.path.join(OUT, "external.onnx"))
@@ -72,8 +74,8 @@ def main():
 
     # Two ops teeny does not import, and a custom-domain op that a user's converter maps.
     nodes = [
-        helper.make_node("Erf", ["x"], ["e"], name="erf"),
-        helper.make_node("Relu", ["e"], ["r"], name="after_erf"),  # its input's node is reported once
+        helper.make_node("Hardmax", ["x"], ["e"], name="hardmax"),
+        helper.make_node("Relu", ["e"], ["r"], name="after_hardmax"),  # its input's node is reported once
         helper.make_node("Det", ["x"], ["d"], name="det"),
         helper.make_node("Twice", ["x"], ["t"], name="twice", domain="com.example"),
     ]
@@ -109,6 +111,41 @@ def main():
     y = ((1 - x.astype(np.float64)) * half + bias) ** 2 / 3
     save_tensor(x, "constants_x.pb")
     save_tensor(y.astype(np.float32), "constants_y.pb")
+
+    # Shape arithmetic as PyTorch exports x.reshape(x.size(0), x.size(1) * x.size(2)), and float
+    # arithmetic on constants only: all folded at import. y = x.reshape(2, 12) * sqrt(4) - (-1).
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+    f32 = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "i0"], ["d0"], name="d0", axis=0),
+        helper.make_node("Gather", ["s", "i1"], ["d1"], name="d1", axis=0),
+        helper.make_node("Gather", ["s", "i2"], ["d2"], name="d2", axis=0),
+        helper.make_node("Mul", ["d1", "d2"], ["d12"], name="d12"),
+        helper.make_node("Unsqueeze", ["d0", "axes"], ["u0"], name="u0"),
+        helper.make_node("Unsqueeze", ["d12", "axes"], ["u12"], name="u12"),
+        helper.make_node("Concat", ["u0", "u12"], ["target"], name="target", axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["r"], name="reshape"),
+        helper.make_node("Sqrt", ["four"], ["two"], name="sqrt_four"),
+        helper.make_node("Neg", ["one"], ["minus_one"], name="neg_one"),
+        helper.make_node("Mul", ["r", "two"], ["m"], name="double"),
+        helper.make_node("Sub", ["m", "minus_one"], ["y"], name="plus_one"),
+    ]
+    inits = [i64("i0", 0), i64("i1", 1), i64("i2", 2), i64("axes", [0]), f32("four", 4), f32("one", 1)]
+    x_in = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    y_out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])
+    save(model_of(nodes, [x_in], [y_out], inits), "folding.onnx")
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    save_tensor(x, "folding_x.pb")
+    save_tensor((x.reshape(2, 12).astype(np.float64) * 2 + 1).astype(np.float32), "folding_y.pb")
+    # Integer shape arithmetic that divides by zero: an error naming the node, not a wrong shape.
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Div", ["s", "zero"], ["q"], name="div_by_zero"),
+        helper.make_node("Reshape", ["x", "q"], ["y"], name="reshape"),
+    ]
+    y_out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b", "c"])
+    save(model_of(nodes, [x_in], [y_out], [i64("zero", [0, 1, 1])]), "fold_div_zero.onnx")
 
 
 if __name__ == "__main__":

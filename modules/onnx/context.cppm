@@ -70,6 +70,8 @@ class NodeContext {
   std::string part_name(std::string_view part) { return state_.unique_name(cat(name_, "/", part)); }
   /// The default domain's opset the model imports.
   std::int64_t opset() const { return opset_; }
+  /// The import's limits, which a tensor made at import (a folded constant) must keep to too.
+  const TensorLimits& limits() const { return state_.limits; }
 
   // ---- inputs
   /// How many inputs the node has, omitted optional ones at the end not counted.

@@ -16,6 +16,7 @@ export module teeny.onnx:ops_elementwise;
 import teeny.core;
 import teeny.graph;
 import :context;
+import :fold;
 import :tensors;
 
 export namespace teeny::onnx::convert {
@@ -31,6 +32,12 @@ Result<void> unary(NodeContext& n) {
 
 template <UnaryOp Fn>
 Result<void> unary_math(NodeContext& n) {
+  if (const Tensor* c = n.constant(0)) {
+    auto folded = fold_unary(Fn, *c);
+    if (!folded) return std::move(folded).error().context("folding its constant input");
+    n.set_constant(0, std::move(*folded));
+    return ok();
+  }
   auto x = n.value(0);
   if (!x) return std::move(x).error();
   n.set_output(0, n.builder().add(Unary{Fn}, {*x}, n.name()));
@@ -219,6 +226,15 @@ Result<void> binary(NodeContext& n) {
   // trailing dims, as NumPy does): B gets trailing 1s to align as NumPy would.
   if (n.opset() < 7 && n.attr("broadcast", std::int64_t{0}) != 0 && n.has("axis") && count == 2) {
     return legacy_broadcast<Fn>(n);
+  }
+  bool all_constant = true;
+  for (std::size_t i = 0; i < count; ++i) all_constant = all_constant && n.constant(i) != nullptr;
+  if (all_constant) {  // folded at import
+    auto acc = copy_of(*n.constant(0));
+    for (std::size_t i = 1; i < count && acc; ++i) acc = fold_binary(Fn, *acc, *n.constant(i), n.limits().max_elements);
+    if (!acc) return std::move(acc).error().context("folding its constant inputs");
+    n.set_constant(0, std::move(*acc));
+    return ok();
   }
   if (count == 2 && (n.constant(0) != nullptr) != (n.constant(1) != nullptr)) {
     const bool first = n.constant(0) != nullptr;

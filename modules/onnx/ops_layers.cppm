@@ -396,10 +396,33 @@ Result<void> batch_norm(NodeContext& n) {
   return ok();
 }
 
+// LayerNormalization's optional outputs Mean and InvStdDev = 1 / sqrt(Var + epsilon), over the
+// dims from `axis` on, kept as size 1 (what training exports ask for), built from teeny's ops.
+Result<void> layer_norm_statistics(NodeContext& n, Value x, std::size_t axis, std::size_t rank, float epsilon) {
+  GraphBuilder& b = n.builder();
+  std::vector<std::int64_t> axes;
+  for (std::size_t i = axis; i < rank; ++i) axes.push_back(static_cast<std::int64_t>(i));
+  const Value mean = b.add(Reduce{ReduceOp::mean, axes, true}, {x}, n.part_name("mean"));
+  if (n.wants_output(1)) n.set_output(1, mean);
+  if (!n.wants_output(2)) return ok();
+  const Value centered = b.add(Binary{BinaryOp::sub}, {x, mean}, n.part_name("centered"));
+  const Value square = b.add(Binary{BinaryOp::mul}, {centered, centered}, n.part_name("square"));
+  const Value variance = b.add(Reduce{ReduceOp::mean, axes, true}, {square}, n.part_name("variance"));
+  const std::string shifted_name = n.part_name("variance_epsilon");
+  const TensorType* t = b.type_of(x);
+  if (t == nullptr) return fail(Errc::invalid_argument, "a value without a type");
+  auto eps = t->dtype == DType::f64 ? Tensor::from<double>({epsilon}, ConcreteShape{})
+                                    : Tensor::from<float>({epsilon}, ConcreteShape{});
+  if (!eps) return std::move(eps).error();
+  const Value shifted = b.add(Binary{BinaryOp::add, std::vector<std::int64_t>{}, false}, {variance}, shifted_name);
+  n.add_weight(shifted_name, "other", std::move(*eps));
+  const Value stddev = b.add(Unary{UnaryOp::sqrt}, {shifted}, n.part_name("stddev"));
+  n.set_output(2, b.add(Unary{UnaryOp::reciprocal}, {stddev}, n.part_name("inv_stddev")));
+  return ok();
+}
+
 // LayerNormalization (opset 17): over the dims from `axis` on, its scale and bias constant.
 Result<void> layer_norm(NodeContext& n) {
-  if (n.wants_output(1) || n.wants_output(2))
-    return NodeContext::unsupported("LayerNormalization's Mean and InvStdDev");
   auto x = n.value(0);
   if (!x) return std::move(x).error();
   auto xt = n.type(0);
@@ -424,6 +447,9 @@ Result<void> layer_norm(NodeContext& n) {
   n.add_weight(n.name(), "weight", std::move(*scale_w));
   if (bias) n.add_weight(n.name(), "bias", std::move(*bias));
   n.set_output(0, y);
+  if (n.wants_output(1) || n.wants_output(2)) {
+    return layer_norm_statistics(n, *x, *axis, xt->shape.rank(), n.attr("epsilon", 1e-5F));
+  }
   return ok();
 }
 

@@ -107,6 +107,24 @@ Result<void> shape(NodeContext& n) {
   return ok();
 }
 
+// Size: the element count of a value whose dims are concrete, as an int64 scalar constant.
+Result<void> size(NodeContext& n) {
+  auto dims = dims_of(n);
+  if (!dims) return std::move(dims).error();
+  std::int64_t count = 1;
+  for (const Dim& d : *dims) {
+    if (!d.is_concrete()) {
+      return NodeContext::unsupported("the Size of a value with symbolic dim '", d.symbol,
+                                      "' (shape computations on symbolic dims are planned)");
+    }
+    count *= d.value;  // the value's type was checked when it was built: no overflow
+  }
+  auto t = int64_tensor({count}, ConcreteShape{});
+  if (!t) return std::move(t).error();
+  n.set_constant(0, std::move(*t));
+  return ok();
+}
+
 // Reshape: the target from a constant; 0 copies the input's dim unless allowzero (opset 14).
 Result<void> reshape(NodeContext& n) {
   // Before opset 5 the target is the attribute 'shape'.
