@@ -55,6 +55,13 @@ def main():
         y /= y.sum(axis=1, keepdims=True)
         save_tensor(x, f"mlp_x_{batch}.pb")
         save_tensor(y.astype(np.float32), f"mlp_y_{batch}.pb")
+    # The batch of 8 as NumPy files too, for teeny-run (tests/tools/run.sh); and an expected
+    # output off by 0.01 in one element, which teeny-run --expect must report.
+    np.save(os.path.join(OUT, "mlp_x_8.npy"), x)
+    np.save(os.path.join(OUT, "mlp_y_8.npy"), y.astype(np.float32))
+    off = y.astype(np.float32)
+    off[5, 2] += 0.01
+    np.save(os.path.join(OUT, "mlp_y_8_off.npy"), off)
 
     # The same first layer with its weight in an external data file beside the model.
     ext = model_of(nodes[:2], [x_in], [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 6])],

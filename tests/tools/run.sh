@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# teeny-run on the ONNX fixture MLP (tools/make_onnx_fixtures.py: expected outputs from NumPy):
+# answers that match exit 0, a wrong expected file exits 2 naming the worst element, bad input
+# exits 1 with a message, never a signal.
+#   tests/tools/run.sh path/to/teeny-run path/to/tests/fixtures/onnx
+set -uo pipefail
+run=$1 fixtures=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+# expect STATUS WHAT EXPECTED_SUBSTRING ARGS...: runs teeny-run, checks the status and that its
+# stdout + stderr contain the substring.
+expect() {
+  local want=$1 what=$2 text=$3
+  shift 3
+  "$run" "$@" >"$work/out" 2>&1
+  local status=$?
+  if [ "$status" -ne "$want" ] || ! grep -qF -- "$text" "$work/out"; then
+    echo "FAIL $what: status $status (want $want), output:" >&2
+    cat "$work/out" >&2
+    echo "  (wanted it to contain: $text)" >&2
+    failures=$((failures + 1))
+  else
+    echo "ok   $what: $(grep -F -- "$text" "$work/out" | head -n 1 | cut -c1-200)"
+  fi
+}
+
+m=$fixtures/mlp.onnx
+expect 0 "describes the model" "input  x: f32 [batch, 4]" "$m" --summary --dims batch=8
+expect 0 "counts its ops" "ops: " "$m" --summary
+expect 0 "sizes its plan" "activation arena" "$m" --summary --dims batch=8
+expect 0 "matches NumPy from .npy files" "expect y: ok" "$m" --input x="$fixtures/mlp_x_8.npy" --expect y="$fixtures/mlp_y_8.npy"
+expect 0 "matches NumPy from .pb files" "expect y: ok" "$m" --input x="$fixtures/mlp_x_1.pb" --expect y="$fixtures/mlp_y_1.pb"
+expect 0 "reads batch from the input file" "output y: f32 [8, 3]" "$m" --input x="$fixtures/mlp_x_8.npy"
+expect 2 "reports the worst element" "worst at [5, 2]" "$m" --input x="$fixtures/mlp_x_8.npy" --expect y="$fixtures/mlp_y_8_off.npy"
+expect 0 "takes a looser tolerance" "expect y: ok" "$m" --input x="$fixtures/mlp_x_8.npy" --expect y="$fixtures/mlp_y_8_off.npy" --atol 0.02
+expect 2 "reports a shape mismatch" "MISMATCH" "$m" --input x="$fixtures/mlp_x_8.npy" --expect y="$fixtures/mlp_y_1.pb"
+expect 0 "runs on random inputs" "dim batch: 1 (not given" "$m"
+expect 0 "saves outputs" "saved $work/out-dir/y.npy" "$m" --input x="$fixtures/mlp_x_8.npy" --save-outputs "$work/out-dir"
+expect 0 "saved outputs are the answers" "expect y: ok" "$m" --input x="$fixtures/mlp_x_8.npy" --expect y="$work/out-dir/y.npy" --rtol 0 --atol 0
+expect 0 "benchmarks" "latency p50" "$m" --dims batch=4 --bench 20 --warmup 2 --threads 2
+expect 1 "a missing model" "no-such.onnx" "$fixtures/no-such.onnx"
+expect 1 "an unknown input" "the model has no input 'z' (its inputs: x)" "$m" --input z="$fixtures/mlp_x_8.npy"
+expect 1 "an unknown output" "the model has no output 'q'" "$m" --expect q="$fixtures/mlp_y_8.npy"
+expect 1 "an unknown dim" "the model has no dim 'seq' (its dims: batch)" "$m" --dims seq=3
+expect 1 "an input of the wrong dtype" "the model takes f32" "$m" --input x="$fixtures/../io/npy/f64_fortran_2x3.npy"
+expect 1 "an input of the wrong shape" "expected shape [batch, 4], got [2, 3]" "$m" --input x="$fixtures/../io/npy/f32_2x3.npy"
+expect 1 "dims that disagree with the input" "symbolic dim 'batch'" "$m" --dims batch=2 --input x="$fixtures/mlp_x_8.npy"
+expect 1 "a missing input file" "cannot open '$m.npy'" "$m" --input x="$m.npy"
+printf 'garbage' >"$work/bad.npy"
+expect 1 "a malformed input file" "not a .npy file" "$m" --input x="$work/bad.npy"
+expect 1 "a tensor file of another kind" "a NumPy .npy or an ONNX TensorProto .pb" "$m" --input x="$m"
+expect 1 "an unknown option" "unknown option --fast" "$m" --fast 1
+expect 1 "a bad value" "bad value 'many' for --threads" "$m" --threads many
+expect 1 "no model" "no model file given" --summary
+printf 'garbage' >"$work/bad.onnx"
+expect 1 "a file that is not ONNX" "bad.onnx" "$work/bad.onnx"
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed" >&2; exit 1; }
