@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz/ (build dir build-fuzz: ASan + UBSan, every finding
 # fatal) and runs one, or each in turn, for SECONDS from its committed seed corpus.
-#   tools/fuzz.sh TARGET SECONDS     TARGET: safetensors, json, idx, graph, or all
+#   tools/fuzz.sh TARGET SECONDS     TARGET: safetensors, json, idx, graph, npy, onnx, or all
 #   TEENY_FUZZ_BUILD=DIR tools/fuzz.sh ...   use the targets already built in DIR instead
 # New corpus entries go to a temporary directory, never into the repository; a finding stops the
 # run with a non-zero exit and the path of the input that caused it (replay: BUILD/tests/fuzz/
 # fuzz_TARGET that-file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=(safetensors json idx graph)
+all=(safetensors json idx graph npy onnx)
 if [ $# -ne 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
   echo "usage: tools/fuzz.sh {${all[*]// /|}|all} SECONDS" >&2
   exit 2
@@ -27,7 +27,8 @@ seconds=$2
 # <consumer build>/subprojects/teeny): .ci/run fuzzes in the sanitized build its tests ran in.
 dir=${TEENY_FUZZ_BUILD:-}
 if [ -z "$dir" ]; then
-  tools/setup.sh libclang-rt-19-dev   # libFuzzer and the sanitizer runtimes for clang-19
+  # libFuzzer and the sanitizer runtimes for clang-19; the importer's libraries and seed data
+  tools/setup.sh libclang-rt-19-dev libonnx-dev libprotobuf-dev libonnx-testdata
   dir=build-fuzz
   if [ ! -f "$dir/build.ninja" ]; then
     CXX=clang++-19 meson setup "$dir" -Db_sanitize=address,undefined "-Dcpp_args=-fno-sanitize-recover=all -gline-tables-only" \
@@ -51,7 +52,10 @@ for t in "${targets[@]}"; do
   [ -f "tests/fuzz/$t.dict" ] && args+=(-dict="tests/fuzz/$t.dict")
   echo "== fuzz_$t for ${seconds}s (corpus: $work/$t/corpus, then tests/fuzz/corpus/$t)"
   status=0
-  "$dir/tests/fuzz/fuzz_$t" "${args[@]}" "$work/$t/corpus" "tests/fuzz/corpus/$t" 2>&1 | tee "$work/$t/log" ||
+  seeds=("tests/fuzz/corpus/$t")
+  # The importer also starts from ONNX's backend test data (its models and tensors), where installed.
+  [ "$t" = onnx ] && [ -d /usr/share/libonnx-testdata/data ] && seeds+=(/usr/share/libonnx-testdata/data)
+  "$dir/tests/fuzz/fuzz_$t" "${args[@]}" "$work/$t/corpus" "${seeds[@]}" 2>&1 | tee "$work/$t/log" ||
     status=$?
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/$t/log" | tail -1)
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t/log" | tail -1)
