@@ -154,6 +154,44 @@ def main():
     y_out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b", "c"])
     save(model_of(nodes, [x_in], [y_out], [i64("zero", [0, 1, 1])]), "fold_div_zero.onnx")
 
+    torch_export()
+
+
+def torch_export():
+    """A model with a transformer's shape handling in miniature, exported by PyTorch with a
+    dynamic batch: x.size(0) and x.view(n, -1) (shape computations on a symbolic dim), an expand
+    to a computed shape (with Where(Equal(...)) for its -1), cat, x[:, :1] and x[:, 0] (Slice, and
+    Gather at a constant index). Expected outputs are PyTorch's, at batch 2 and 5."""
+    import torch  # python3-torch, only for these files
+
+    torch.manual_seed(5)
+
+    class Tokens(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 8)
+            self.cls = torch.nn.Parameter(torch.randn(1, 1, 8))
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(self, x):  # x: [batch, 6, 4]
+            n = x.shape[0]
+            t = self.proj(x) + self.cls  # [n, 6, 8]
+            g = t.mean(dim=1, keepdim=True).expand(n, t.size(1), -1)
+            t = torch.cat([t[:, :1], t + g], dim=1)  # [n, 7, 8]
+            flat = t.view(t.size(0), -1)  # [n, 56]
+            t = flat.view(n, t.size(1), -1) * 2
+            return self.head(torch.relu(t[:, 0]))
+
+    model = Tokens().eval()
+    for opset in (13, 17):
+        torch.onnx.export(model, torch.randn(2, 6, 4), os.path.join(OUT, f"tokens_{opset}.onnx"), input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                          opset_version=opset)
+    for batch in (2, 5):
+        x = torch.randn(batch, 6, 4)
+        np.save(os.path.join(OUT, f"tokens_x_{batch}.npy"), x.numpy())
+        np.save(os.path.join(OUT, f"tokens_y_{batch}.npy"), model(x).detach().numpy())
+
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,7 @@
 //     return ok();
 //   }
 module;
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +17,7 @@ module;
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,11 +31,21 @@ import :tensors;
 
 export namespace teeny::onnx {
 
+/// An integer scalar or vector known at import as teeny dims, some of them symbolic: a shape, or
+/// a computation on one, taken from a value with symbolic dims (PyTorch's `x.size(0)` of a dynamic
+/// batch). Reshape and the other shape computations read it as they read a constant.
+struct ShapeValue {
+  std::vector<Dim> dims;
+  bool scalar = false;  // a 0-d value (one dim), else 1-d
+};
+
 /// A value of the ONNX graph during import: computed by the teeny graph at run time (`value`), or
-/// known now (`constant`: an initializer, a Constant node, a folded shape computation).
+/// known now (`constant`: an initializer, a Constant node, a folded shape computation; `shape`: a
+/// shape computation on symbolic dims).
 struct ImportValue {
   Value value;
   std::shared_ptr<const Tensor> constant;
+  std::shared_ptr<const ShapeValue> shape;
 };
 
 /// What the whole import shares: the builder, the values by ONNX name, the weights the teeny
@@ -89,8 +101,13 @@ class NodeContext {
   /// Input i as integers known at import (shapes, axes, pads): an error when it is not a constant
   /// of an integer dtype.
   Result<std::vector<std::int64_t>> ints(std::size_t i) const;
-  /// Input i's type (a constant's too); an error naming it when unknown.
+  /// Input i's type (a constant's and a shape value's too); an error naming it when unknown.
   Result<TensorType> type(std::size_t i) const;
+  /// Input i as a shape value with symbolic dims, or nullptr (a constant's integers are not one).
+  const ShapeValue* shape_value(std::size_t i) const;
+  /// Input i as dims known at import: a constant's integers (any shape, flattened) or a shape
+  /// value's dims; an error when it is computed at run time.
+  Result<std::vector<Dim>> dims(std::size_t i) const;
 
   // ---- attributes (the default is ONNX's for the node's opset, which the converter passes)
   bool has(std::string_view attr) const { return find(attr) != nullptr; }
@@ -111,6 +128,8 @@ class NodeContext {
   bool wants_output(std::size_t i) const { return i < node_.outputs.size() && !node_.outputs[i].empty(); }
   void set_output(std::size_t i, Value v);
   void set_constant(std::size_t i, Tensor t);
+  /// Sets output i to dims known at import: an int64 constant when they are all concrete.
+  Result<void> set_shape_value(std::size_t i, ShapeValue v);
   /// Stores a weight the teeny node `node` loads as "<node>.<slot>".
   void add_weight(std::string_view node, std::string_view slot, Tensor t);
 
@@ -200,6 +219,11 @@ Result<Value> NodeContext::value(std::size_t i) const {
   if (!has_input(i)) return fail(Errc::invalid_argument, "input ", i, " is missing");
   const auto it = state_.values.find(node_.inputs[i]);
   if (it == state_.values.end()) return fail(Errc::not_found, "input ", i, " '", node_.inputs[i], "' is not defined");
+  if (it->second.shape != nullptr) {
+    return unsupported("input ", i, " '", node_.inputs[i], "' is a shape computed from symbolic dims (",
+                       Shape(it->second.shape->dims),
+                       "), used here as a tensor: teeny folds shape computations into the ops that take shapes");
+  }
   if (!it->second.value.valid()) {
     return unsupported("input ", i, " '", node_.inputs[i],
                        "' is a constant here, where teeny's graph takes only values computed at run time");
@@ -224,8 +248,24 @@ Result<std::vector<std::int64_t>> NodeContext::ints(std::size_t i) const {
   return values;
 }
 
+const ShapeValue* NodeContext::shape_value(std::size_t i) const {
+  if (!has_input(i)) return nullptr;
+  const auto it = state_.values.find(node_.inputs[i]);
+  return it == state_.values.end() ? nullptr : it->second.shape.get();
+}
+
+Result<std::vector<Dim>> NodeContext::dims(std::size_t i) const {
+  if (const ShapeValue* s = shape_value(i)) return s->dims;
+  auto values = ints(i);
+  if (!values) return std::move(values).error();
+  return std::vector<Dim>(values->begin(), values->end());
+}
+
 Result<TensorType> NodeContext::type(std::size_t i) const {
   if (const Tensor* c = constant(i)) return TensorType{c->dtype(), Shape(c->shape())};
+  if (const ShapeValue* s = shape_value(i)) {
+    return TensorType{DType::i64, s->scalar ? Shape{} : Shape{static_cast<std::int64_t>(s->dims.size())}};
+  }
   auto v = value(i);
   if (!v) return std::move(v).error();
   const TensorType* t = state_.builder.type_of(*v);
@@ -273,11 +313,32 @@ const proto::Tensor* NodeContext::tensor_attr(std::string_view name) {
 }
 
 void NodeContext::set_output(std::size_t i, Value v) {
-  if (wants_output(i)) state_.values[node_.outputs[i]] = ImportValue{v, nullptr};
+  if (wants_output(i)) state_.values[node_.outputs[i]] = ImportValue{v, nullptr, nullptr};
 }
 void NodeContext::set_constant(std::size_t i, Tensor t) {
-  if (wants_output(i)) state_.values[node_.outputs[i]] = ImportValue{{}, std::make_shared<const Tensor>(std::move(t))};
+  if (wants_output(i)) {
+    state_.values[node_.outputs[i]] = ImportValue{{}, std::make_shared<const Tensor>(std::move(t)), nullptr};
+  }
 }
+Result<void> NodeContext::set_shape_value(std::size_t i, ShapeValue v) {
+  if (v.scalar && v.dims.size() != 1)
+    return fail(Errc::internal, "a scalar shape value holds ", v.dims.size(), " dims");
+  if (std::ranges::all_of(v.dims, [](const Dim& d) { return d.is_concrete(); })) {
+    std::vector<std::int64_t> values;
+    for (const Dim& d : v.dims) values.push_back(d.value);
+    auto t = v.scalar ? Tensor::from<std::int64_t>({values.front()}, ConcreteShape{})
+                      : Tensor::from<std::int64_t>(std::span<const std::int64_t>(values),
+                                                   ConcreteShape{static_cast<std::int64_t>(values.size())});
+    if (!t) return std::move(t).error();
+    set_constant(i, std::move(*t));
+    return ok();
+  }
+  if (wants_output(i)) {
+    state_.values[node_.outputs[i]] = ImportValue{{}, nullptr, std::make_shared<const ShapeValue>(std::move(v))};
+  }
+  return ok();
+}
+
 void NodeContext::add_weight(std::string_view node, std::string_view slot, Tensor t) {
   state_.weights.push_back({cat(node, ".", slot), std::move(t)});
 }

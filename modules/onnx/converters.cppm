@@ -8,6 +8,7 @@ import teeny.core;
 import teeny.graph;
 import :context;
 import :ops_elementwise;
+import :ops_folded;
 import :ops_layers;
 import :ops_shape;
 
@@ -74,6 +75,7 @@ inline constexpr Converter standard_converters[] = {
     {"Cast", convert::cast<false>},
     {"CastLike", convert::cast<true>},
     {"Clip", convert::clip},
+    {"Expand", convert::expand},
     // layers
     {"Gemm", convert::gemm},
     {"MatMul", convert::matmul},
@@ -110,6 +112,20 @@ inline constexpr Converter standard_converters[] = {
     {"Slice", convert::slice},
     {"Split", convert::split},
     {"Pad", convert::pad},
+    {"Resize", convert::resize},
+    {"Upsample", convert::resize},
+    {"DepthToSpace", convert::depth_space<true>},
+    {"SpaceToDepth", convert::depth_space<false>},
+    // computed at import only (shape computations)
+    {"Equal", convert::compare<convert::Compare::equal>},
+    {"Less", convert::compare<convert::Compare::less>},
+    {"Greater", convert::compare<convert::Compare::greater>},
+    {"LessOrEqual", convert::compare<convert::Compare::less_equal>},
+    {"GreaterOrEqual", convert::compare<convert::Compare::greater_equal>},
+    {"Not", convert::logical_not},
+    {"Where", convert::where},
+    {"ConstantOfShape", convert::constant_of_shape},
+    {"Range", convert::range},
 };
 
 /// The converter of a default-domain op, or nullptr.

@@ -14,6 +14,7 @@ module;
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -31,15 +32,21 @@ Result<Tensor> fold_unary(UnaryOp op, const Tensor& a);
 /// `op` of two constants of one dtype, broadcast as NumPy does; a result of more than
 /// `max_elements` is refused before it is allocated.
 Result<Tensor> fold_binary(BinaryOp op, const Tensor& a, const Tensor& b, std::int64_t max_elements);
+/// `op` of two vectors of dims known at import (one of size 1 broadcasts), as shape arithmetic on
+/// symbolic dims needs it (`batch * 4`, `4*batch / 2`): each result a number times at most one
+/// symbol; a symbol plus a number, or a product of two symbols, is refused.
+Result<std::vector<Dim>> fold_dims(BinaryOp op, const std::vector<Dim>& a, const std::vector<Dim>& b);
 /// The shape two shapes broadcast to (NumPy's rules), or an error naming both.
 Result<ConcreteShape> broadcast_shapes(const ConcreteShape& a, const ConcreteShape& b);
+
+/// Element offsets into a tensor of `shape` for each element of `out`, which `shape` broadcasts
+/// to (size-1 and missing leading dims repeat).
+std::vector<std::int64_t> broadcast_offsets(const ConcreteShape& shape, const ConcreteShape& out);
 
 }  // namespace teeny::onnx
 
 namespace teeny::onnx {
-namespace {
 
-// Element offsets of `shape` read as `out` (size-1 dims broadcast, missing leading dims too).
 std::vector<std::int64_t> broadcast_offsets(const ConcreteShape& shape, const ConcreteShape& out) {
   std::vector<std::int64_t> offsets(static_cast<std::size_t>(out.numel()));
   const std::size_t lead = out.rank() - shape.rank();
@@ -62,6 +69,8 @@ std::vector<std::int64_t> broadcast_offsets(const ConcreteShape& shape, const Co
   }
   return offsets;
 }
+
+namespace {
 
 template <class T>
 std::optional<T> integer_op(BinaryOp op, T x, T y) {
@@ -115,7 +124,46 @@ double float_unary(UnaryOp op, double x) {
   return math::apply_unary<double>(fn, x, params);
 }
 
+Result<Dim> dim_op(BinaryOp op, const Dim& x, const Dim& y) {
+  const auto refuse = [&] {
+    return fail(Errc::unsupported, "shape arithmetic ", to_string(x), " ", name(op), " ", to_string(y),
+                " (teeny's dims are a number times at most one symbol)");
+  };
+  if (x.is_concrete() && y.is_concrete()) {
+    const auto r = integer_op<std::int64_t>(op, x.value, y.value);
+    if (!r)
+      return fail(Errc::out_of_range, name(op), " of the dims ", x.value, " and ", y.value,
+                  " overflows or divides by zero");
+    return Dim(*r);
+  }
+  std::int64_t value = 0;
+  if (op == BinaryOp::mul && (x.is_concrete() || y.is_concrete())) {
+    if (__builtin_mul_overflow(x.value, y.value, &value)) return refuse();
+    return Dim::sym(x.is_symbolic() ? x.symbol : y.symbol, value);
+  }
+  if (op == BinaryOp::div && y.is_concrete() && y.value > 0 && x.value % y.value == 0) {
+    return Dim::sym(x.symbol, x.value / y.value);
+  }
+  if (op == BinaryOp::div && y.is_symbolic() && x.symbol == y.symbol && x.value % y.value == 0) {
+    return Dim(x.value / y.value);
+  }
+  return refuse();
+}
+
 }  // namespace
+
+Result<std::vector<Dim>> fold_dims(BinaryOp op, const std::vector<Dim>& a, const std::vector<Dim>& b) {
+  if (a.size() != b.size() && a.size() != 1 && b.size() != 1) {
+    return fail(Errc::shape_mismatch, "shape vectors of ", a.size(), " and ", b.size(), " dims do not broadcast");
+  }
+  std::vector<Dim> out;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    auto d = dim_op(op, a[a.size() == 1 ? 0 : i], b[b.size() == 1 ? 0 : i]);
+    if (!d) return std::move(d).error();
+    out.push_back(std::move(*d));
+  }
+  return out;
+}
 
 Result<ConcreteShape> broadcast_shapes(const ConcreteShape& a, const ConcreteShape& b) {
   const std::size_t rank = std::max(a.rank(), b.rank());

@@ -154,7 +154,8 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
   for (const proto::Tensor& t : g.initializers) {
     auto tensor = to_tensor(t, state->external, state->limits);
     if (!tensor) return std::move(tensor).error().context(cat("initializer '", t.name, "'"));
-    if (!state->values.emplace(t.name, ImportValue{{}, std::make_shared<const Tensor>(std::move(*tensor))}).second) {
+    if (!state->values.emplace(t.name, ImportValue{{}, std::make_shared<const Tensor>(std::move(*tensor)), nullptr})
+             .second) {
       return fail(Errc::duplicate, "two initializers are named '", t.name, "'");
     }
   }
@@ -166,14 +167,14 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
                   c.shape);
     }
     if (!c.data.empty()) std::memcpy(tensor->data(), c.data.data(), c.data.size());
-    state->values[std::string(c.name)] = ImportValue{{}, std::make_shared<const Tensor>(std::move(*tensor))};
+    state->values[std::string(c.name)] = ImportValue{{}, std::make_shared<const Tensor>(std::move(*tensor)), nullptr};
   }
   for (const proto::ValueInfo& in : g.inputs) {
     if (state->values.contains(in.name)) continue;  // an initializer (listed as an input before IR 4)
     auto desc = describe(in);
     if (!desc) return std::move(desc).error().context("graph input");
     state->names.insert(in.name);
-    state->values[in.name] = ImportValue{state->builder.input(in.name, desc->dtype, desc->shape), nullptr};
+    state->values[in.name] = ImportValue{state->builder.input(in.name, desc->dtype, desc->shape), nullptr, nullptr};
     inputs.push_back(std::move(*desc));
   }
 
@@ -247,9 +248,10 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
     const auto it = state->values.find(out.name);
     if (it == state->values.end()) {
       errors.push_back(cat("graph output '", out.name, "' is not computed by any node"));
-    } else if (it->second.constant != nullptr) {
+    } else if (it->second.constant != nullptr || it->second.shape != nullptr) {
       unsupported.push_back({out.name, "(graph output)", "", opset,
-                             "a graph output known at import (a constant): teeny's graph outputs are computed"});
+                             cat("a graph output known at import (", it->second.shape ? "a shape" : "a constant",
+                                 "): teeny's graph outputs are computed")});
     } else if (!it->second.value.valid()) {
       continue;  // the node that computes it failed in the builder, whose error build() reports
     } else {

@@ -228,7 +228,23 @@ Result<void> binary(NodeContext& n) {
     return legacy_broadcast<Fn>(n);
   }
   bool all_constant = true;
-  for (std::size_t i = 0; i < count; ++i) all_constant = all_constant && n.constant(i) != nullptr;
+  bool any_shape = false;
+  bool all_scalar = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    all_constant = all_constant && n.constant(i) != nullptr;
+    const ShapeValue* sv = n.shape_value(i);
+    any_shape = any_shape || sv != nullptr;
+    all_scalar = all_scalar && (sv != nullptr ? sv->scalar : n.constant(i) && n.constant(i)->shape().rank() == 0);
+  }
+  if (any_shape) {  // arithmetic on dims known at import, some symbolic
+    auto acc = n.dims(0);
+    for (std::size_t i = 1; i < count && acc; ++i) {
+      auto next = n.dims(i);
+      acc = next ? fold_dims(Fn, *acc, *next) : std::move(next);
+    }
+    if (!acc) return std::move(acc).error();
+    return n.set_shape_value(0, {std::move(*acc), all_scalar});
+  }
   if (all_constant) {  // folded at import
     auto acc = copy_of(*n.constant(0));
     for (std::size_t i = 1; i < count && acc; ++i) acc = fold_binary(Fn, *acc, *n.constant(i), n.limits().max_elements);
@@ -310,6 +326,7 @@ inline Result<void> identity(NodeContext& n) {
     n.set_constant(0, std::move(*copy));
     return ok();
   }
+  if (const ShapeValue* sv = n.shape_value(0)) return n.set_shape_value(0, *sv);
   auto x = n.value(0);
   if (!x) return std::move(x).error();
   n.set_output(0, *x);
@@ -359,6 +376,10 @@ Result<void> cast(NodeContext& n) {
     if (!dtype) return std::move(dtype).error().context("attribute 'to'");
     to = *dtype;
   }
+  if (const ShapeValue* sv = n.shape_value(0)) {  // dims stay dims in any integer dtype
+    if (is_floating(to) || to == DType::boolean) return NodeContext::unsupported("casting a shape to ", to);
+    return n.set_shape_value(0, *sv);
+  }
   if (const Tensor* c = n.constant(0)) {
     auto t = cast_constant(*c, to);
     if (!t) return std::move(t).error().context("input 0");
@@ -368,6 +389,64 @@ Result<void> cast(NodeContext& n) {
   auto x = n.value(0);
   if (!x) return std::move(x).error();
   n.set_output(0, n.builder().add(Cast{to}, {*x}, n.name()));
+  return ok();
+}
+
+// Expand(x, shape): x broadcast with `shape` (a constant, or a shape value with symbolic dims),
+// as x * ones: a constant operand of 1s, exact for every float (-0, NaN and infinities kept),
+// whose dims are 1 where x already has the result's dim. A constant x is folded.
+inline Result<void> expand(NodeContext& n) {
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  auto target = n.dims(1);
+  if (!target) return std::move(target).error();
+  const std::vector<Dim>& x = xt->shape.dims();
+  const std::size_t rank = std::max(x.size(), target->size());
+  if (rank > max_rank) return fail(Errc::out_of_range, "expanding to ", rank, " dims, over ", max_rank);
+  std::vector<std::int64_t> ones_dims;  // the constant operand's dims, aligned with the result's
+  for (std::size_t k = 0; k < rank; ++k) {
+    const Dim xd = k + x.size() >= rank ? x[k + x.size() - rank] : Dim(1);
+    const Dim td = k + target->size() >= rank ? (*target)[k + target->size() - rank] : Dim(1);
+    const bool x_one = xd.is_concrete() && xd.value == 1;
+    const bool t_one = td.is_concrete() && td.value == 1;
+    if (t_one || xd == td) {
+      ones_dims.push_back(1);
+    } else if (x_one && td.is_concrete()) {
+      ones_dims.push_back(td.value);
+    } else if (x_one) {
+      return NodeContext::unsupported("expanding dim ", k, " of ", xt->shape, " to the symbolic ", to_string(td));
+    } else {
+      return fail(Errc::shape_mismatch, "cannot expand ", xt->shape, " to ", Shape(*target), " (dim ", k, ")");
+    }
+  }
+  auto shape = ConcreteShape::from(ones_dims);
+  if (!shape) return std::move(shape).error();
+  if (shape->numel() > n.limits().max_elements) {
+    return fail(Errc::out_of_range, "expanding to ", Shape(*target), " makes ", *shape, ", over the limit of ",
+                n.limits().max_elements, " elements");
+  }
+  auto ones = Tensor::zeros(xt->dtype, *shape);
+  if (!ones) return std::move(ones).error();
+  visit_dtype(xt->dtype, [&]<class T>(std::type_identity<T>) {
+    T* p = reinterpret_cast<T*>(ones->data());
+    for (std::int64_t i = 0; i < ones->numel(); ++i) p[i] = convert_element<T>(1.0);
+  });
+  if (const Tensor* c = n.constant(0)) {
+    auto folded = fold_binary(BinaryOp::mul, *c, *ones, n.limits().max_elements);
+    if (!folded) return std::move(folded).error();
+    n.set_constant(0, std::move(*folded));
+    return ok();
+  }
+  if (!is_floating(xt->dtype))
+    return NodeContext::unsupported("Expand of a ", xt->dtype, " value computed at run time");
+  auto v = n.value(0);
+  if (!v) return std::move(v).error();
+  if (std::ranges::all_of(ones_dims, [](std::int64_t d) { return d == 1; }) && ones_dims.size() == x.size()) {
+    n.set_output(0, *v);  // nothing to broadcast
+    return ok();
+  }
+  n.set_output(0, n.builder().add(Binary{BinaryOp::mul, std::move(ones_dims), false}, {*v}, n.name()));
+  n.add_weight(n.name(), "other", std::move(*ones));
   return ok();
 }
 

@@ -4,6 +4,7 @@
 // exports compute reshape targets this way), so its result is a constant.
 module;
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -31,6 +32,18 @@ Result<std::vector<Dim>> dims_of(NodeContext& n) {
   auto t = n.type(0);
   if (!t) return std::move(t).error();
   return t->shape.dims();
+}
+
+// The product of `dims` as one dim (a number times at most one symbol), or nothing.
+std::optional<Dim> product_of(const std::vector<Dim>& dims) {
+  Dim p = 1;
+  for (const Dim& d : dims) {
+    if (d.is_symbolic() && p.is_symbolic()) return std::nullopt;
+    std::int64_t value = 0;
+    if (__builtin_mul_overflow(p.value, d.value, &value)) return std::nullopt;
+    p = d.is_symbolic() ? Dim::sym(d.symbol, value) : (p.is_symbolic() ? Dim::sym(p.symbol, value) : Dim(value));
+  }
+  return p;
 }
 
 // Sets output 0 to input 0 with `dims`: folded for a constant (whose dims must then be concrete).
@@ -84,7 +97,8 @@ Result<void> constant(NodeContext& n) {
   return fail(Errc::invalid_argument, "a Constant without a value");
 }
 
-// Shape: input 0's dims as an i64 constant, which they must all be (start and end from opset 15).
+// Shape: input 0's dims as an i64 constant, or a shape value when some are symbolic (start and
+// end from opset 15).
 Result<void> shape(NodeContext& n) {
   auto dims = dims_of(n);
   if (!dims) return std::move(dims).error();
@@ -92,52 +106,42 @@ Result<void> shape(NodeContext& n) {
   const auto clamp = [&](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + rank : i, 0, rank); };
   const std::int64_t start = clamp(n.attr("start", std::int64_t{0}));
   const std::int64_t end = clamp(n.attr("end", rank));
-  std::vector<std::int64_t> out;
-  for (std::int64_t i = start; i < end; ++i) {
-    const Dim& d = (*dims)[static_cast<std::size_t>(i)];
-    if (!d.is_concrete()) {
-      return NodeContext::unsupported("the Shape of a value with symbolic dim '", d.symbol,
-                                      "' (shape computations on symbolic dims are planned)");
-    }
-    out.push_back(d.value);
-  }
-  auto t = int64_tensor(out, ConcreteShape{static_cast<std::int64_t>(out.size())});
-  if (!t) return std::move(t).error();
-  n.set_constant(0, std::move(*t));
-  return ok();
+  // Symbolic dims make a shape value, which the shape computations after it carry along.
+  return n.set_shape_value(0, {std::vector<Dim>(dims->begin() + start, dims->begin() + std::max(start, end)), false});
 }
 
-// Size: the element count of a value whose dims are concrete, as an int64 scalar constant.
+// Size: the element count, an int64 scalar (a shape value when it holds a symbolic dim).
 Result<void> size(NodeContext& n) {
   auto dims = dims_of(n);
   if (!dims) return std::move(dims).error();
-  std::int64_t count = 1;
-  for (const Dim& d : *dims) {
-    if (!d.is_concrete()) {
-      return NodeContext::unsupported("the Size of a value with symbolic dim '", d.symbol,
-                                      "' (shape computations on symbolic dims are planned)");
-    }
-    count *= d.value;  // the value's type was checked when it was built: no overflow
-  }
-  auto t = int64_tensor({count}, ConcreteShape{});
-  if (!t) return std::move(t).error();
-  n.set_constant(0, std::move(*t));
-  return ok();
+  const std::optional<Dim> count = product_of(*dims);
+  if (!count) return NodeContext::unsupported("the Size of ", Shape(*dims), ": a product of two symbolic dims");
+  return n.set_shape_value(0, {{*count}, true});
 }
 
 // Reshape: the target from a constant; 0 copies the input's dim unless allowzero (opset 14).
 Result<void> reshape(NodeContext& n) {
   // Before opset 5 the target is the attribute 'shape'.
-  auto target =
-      n.opset() < 5 ? Result<std::vector<std::int64_t>>(n.attr("shape", std::vector<std::int64_t>{})) : n.ints(1);
+  std::vector<Dim> legacy;
+  if (n.opset() < 5) {
+    for (const std::int64_t d : n.attr("shape", std::vector<std::int64_t>{})) legacy.emplace_back(d);
+  }
+  // The target: a constant, or a shape value with symbolic dims (PyTorch's x.size(0)).
+  auto target = n.opset() < 5 ? Result<std::vector<Dim>>(std::move(legacy)) : n.dims(1);
   if (!target) return std::move(target).error();
+  if (const ShapeValue* sv = n.shape_value(0)) {  // a shape vector reshaped: [-1] or [k] keeps it
+    const bool vector = target->size() == 1 &&
+                        ((*target)[0] == Dim(-1) || (*target)[0] == Dim(static_cast<std::int64_t>(sv->dims.size())));
+    if (vector || (target->empty() && sv->dims.size() == 1)) return n.set_shape_value(0, {sv->dims, !vector});
+    return NodeContext::unsupported("reshaping a shape value of ", sv->dims.size(), " dims to ", Shape(*target));
+  }
   auto dims = dims_of(n);
   if (!dims) return std::move(dims).error();
   const bool allowzero = n.attr("allowzero", std::int64_t{0}) != 0;
   std::vector<Dim> out;
   for (std::size_t i = 0; i < target->size(); ++i) {
-    const std::int64_t t = (*target)[i];
-    if (t == 0 && !allowzero) {
+    const Dim& t = (*target)[i];
+    if (t.is_concrete() && t.value == 0 && !allowzero) {
       if (i >= dims->size()) return fail(Errc::shape_mismatch, "target dim ", i, " copies a dim the input lacks");
       out.push_back((*dims)[i]);
     } else {
@@ -145,6 +149,9 @@ Result<void> reshape(NodeContext& n) {
     }
   }
   if (n.constant(0) != nullptr) {  // fold: -1 resolved from the element count
+    if (std::ranges::any_of(out, [](const Dim& d) { return d.is_symbolic(); })) {
+      return NodeContext::unsupported("reshaping a constant to symbolic dims ", Shape(out));
+    }
     std::int64_t known = 1;
     std::optional<std::size_t> unknown;
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -222,6 +229,10 @@ Result<void> squeeze(NodeContext& n) {
       out.push_back(d);
     }
   }
+  if (const ShapeValue* sv = n.shape_value(0)) {  // a scalar dim <-> a vector of one
+    if (out.size() > 1) return NodeContext::unsupported("a shape value of rank ", out.size());
+    return n.set_shape_value(0, {sv->dims, out.empty()});
+  }
   return reshape_to(n, out);
 }
 
@@ -241,7 +252,25 @@ Result<void> transpose(NodeContext& n) {
 Result<void> concat(NodeContext& n) {
   const std::int64_t axis = n.attr("axis", std::int64_t{n.opset() < 4 ? 1 : 0});  // 1 by default before opset 4
   bool all_constant = true;
-  for (std::size_t i = 0; i < n.inputs(); ++i) all_constant = all_constant && n.constant(i) != nullptr;
+  bool any_shape = false;
+  for (std::size_t i = 0; i < n.inputs(); ++i) {
+    all_constant = all_constant && n.constant(i) != nullptr;
+    any_shape = any_shape || n.shape_value(i) != nullptr;
+  }
+  if (any_shape) {  // dims known at import, some symbolic: a shape value
+    ShapeValue joined;
+    for (std::size_t i = 0; i < n.inputs(); ++i) {
+      const ShapeValue* sv = n.shape_value(i);
+      if ((sv != nullptr && sv->scalar) || (n.constant(i) != nullptr && n.constant(i)->shape().rank() != 1)) {
+        return fail(Errc::shape_mismatch, "input ", i, " of a Concat of shapes is not a vector");
+      }
+      auto dims = n.dims(i);
+      if (!dims) return std::move(dims).error();
+      joined.dims.insert(joined.dims.end(), dims->begin(), dims->end());
+    }
+    if (joined.dims.size() > max_rank) return NodeContext::unsupported("a shape of ", joined.dims.size(), " dims");
+    return n.set_shape_value(0, std::move(joined));
+  }
   if (all_constant && n.inputs() > 0) {
     const Tensor& first = *n.constant(0);
     if (first.shape().rank() != 1)
@@ -273,12 +302,184 @@ Result<void> concat(NodeContext& n) {
   return ok();
 }
 
+// Gather of a run-time value at constant indices (a scalar or a vector): a Slice of one element
+// along the axis per index (one Slice for a run of consecutive ones), concatenated; a scalar
+// index drops the axis (ViT's x[:, 0]).
+Result<void> gather_slices(NodeContext& n, const Tensor& indices, std::int64_t axis_attr) {
+  if (indices.shape().rank() > 1)
+    return NodeContext::unsupported("Gather at constant indices of rank ", indices.shape().rank());
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  auto axis = normalize_axis(axis_attr, xt->shape.rank());
+  if (!axis) return std::move(axis).error().context("attribute 'axis'");
+  const Dim& extent = xt->shape[*axis];
+  if (!extent.is_concrete()) return NodeContext::unsupported("Gather along the symbolic dim ", to_string(extent));
+  auto at = integers_of(indices);
+  if (!at) return std::move(at).error().context("input 1");
+  if (at->empty()) return NodeContext::unsupported("Gather of no indices");
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs;  // [begin, end) along the axis
+  for (std::int64_t i : *at) {
+    if (i < -extent.value || i >= extent.value) {
+      return fail(Errc::out_of_range, "index ", i, " is outside dim ", *axis, " of ", xt->shape);
+    }
+    if (i < 0) i += extent.value;
+    if (!runs.empty() && runs.back().second == i) {
+      ++runs.back().second;
+    } else {
+      runs.emplace_back(i, i + 1);
+    }
+  }
+  const auto a = static_cast<std::int64_t>(*axis);
+  const bool scalar = indices.shape().rank() == 0;
+  std::vector<Value> parts;
+  for (const auto& [begin, end] : runs) {
+    const bool last = runs.size() == 1 && !scalar;
+    parts.push_back(n.builder().add(Slice{a, begin, end, 1}, {*x}, last ? n.name() : n.part_name("slice")));
+  }
+  Value y = parts.size() == 1 ? parts.front()
+                              : n.builder().add(Concat{a}, std::move(parts), scalar ? n.part_name("concat") : n.name());
+  if (scalar) {
+    std::vector<Dim> dims = xt->shape.dims();
+    dims.erase(dims.begin() + a);
+    y = n.builder().add(Reshape{dims}, {y}, n.name());
+  }
+  n.set_output(0, y);
+  return ok();
+}
+
+// DepthToSpace (DCR by default, or CRD) and SpaceToDepth on [N, C, H, W]: a Reshape to six dims,
+// a Permute and a Reshape back, as ONNX defines them.
+template <bool ToSpace>
+Result<void> depth_space(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  const std::int64_t b = n.attr("blocksize", std::int64_t{0});
+  if (xt->shape.rank() != 4) return fail(Errc::shape_mismatch, "input ", xt->shape, " is not [N, C, H, W]");
+  const Dim& batch = xt->shape[0];
+  for (std::size_t i = 1; i < 4; ++i) {
+    if (!xt->shape[i].is_concrete()) return NodeContext::unsupported("a symbolic dim ", to_string(xt->shape[i]));
+  }
+  const std::int64_t c = xt->shape[1].value;
+  const std::int64_t h = xt->shape[2].value;
+  const std::int64_t w = xt->shape[3].value;
+  if (b <= 0 || b > 4096) return fail(Errc::invalid_argument, "blocksize ", b);
+  if (c == 0 || h == 0 || w == 0) return NodeContext::unsupported("an empty input ", xt->shape);
+  std::vector<Dim> split;
+  std::vector<std::int64_t> perm;
+  std::vector<Dim> joined;
+  if constexpr (ToSpace) {
+    if (c % (b * b) != 0) return fail(Errc::shape_mismatch, "channels ", c, " are not a multiple of ", b * b);
+    const bool crd = n.attr("mode", std::string("DCR")) == "CRD";
+    if (!crd && n.attr("mode", std::string("DCR")) != "DCR") {
+      return fail(Errc::invalid_argument, "mode '", n.attr("mode", std::string()), "' (DCR or CRD)");
+    }
+    split = crd ? std::vector<Dim>{batch, c / (b * b), b, b, h, w} : std::vector<Dim>{batch, b, b, c / (b * b), h, w};
+    perm = crd ? std::vector<std::int64_t>{0, 1, 4, 2, 5, 3} : std::vector<std::int64_t>{0, 3, 4, 1, 5, 2};
+    joined = {batch, c / (b * b), h * b, w * b};
+  } else {
+    if (h % b != 0 || w % b != 0) return fail(Errc::shape_mismatch, "H ", h, " and W ", w, " are not multiples of ", b);
+    split = {batch, c, h / b, b, w / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    joined = {batch, c * b * b, h / b, w / b};
+  }
+  GraphBuilder& g = n.builder();
+  const Value s = g.add(Reshape{split}, {*x}, n.part_name("split"));
+  const Value p = g.add(Permute{perm}, {s}, n.part_name("permute"));
+  n.set_output(0, g.add(Reshape{joined}, {p}, n.name()));
+  return ok();
+}
+
+// Resize (opset 10 on) and Upsample (before it) of [N, C, H, W] by whole-number factors of H and W,
+// nearest neighbour: teeny's Upsample, whose source pixel is floor(dst / scale). ONNX's
+// coordinate modes agree with it there for 'asymmetric' with nearest_mode 'floor' (what PyTorch
+// exports for nn.Upsample), and for 'half_pixel' and 'pytorch_half_pixel' with
+// 'round_prefer_floor' or 'round_prefer_ceil' (at a whole-number scale no source position is
+// half-way between two pixels); other modes, linear and cubic are refused.
+Result<void> resize(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  if (xt->shape.rank() != 4)
+    return NodeContext::unsupported("resizing a value of rank ", xt->shape.rank(),
+                                    " (teeny's Upsample is [N, C, H, W])");
+  const bool legacy = n.node().op_type == "Upsample" || n.opset() < 11;
+  const std::string mode = n.attr("mode", std::string("nearest"));
+  if (mode != "nearest")
+    return NodeContext::unsupported("mode '", mode, "' (teeny resizes by nearest neighbour; linear is planned)");
+  const std::string coordinates =
+      legacy ? "asymmetric" : n.attr("coordinate_transformation_mode", std::string("half_pixel"));
+  const std::string rounding = legacy ? "floor" : n.attr("nearest_mode", std::string("round_prefer_floor"));
+  if (n.has("antialias") || n.has("axes") || n.has("keep_aspect_ratio_policy")) {
+    return NodeContext::unsupported("Resize's antialias, axes or keep_aspect_ratio_policy");
+  }
+  // The scales: an attribute (Upsample before opset 9), input 1 (Upsample, Resize at opset 10), or
+  // input 2; or sizes, input 3, which must then be whole multiples of the input's.
+  std::vector<double> scales;
+  const std::size_t scales_input = n.node().op_type == "Upsample" || n.opset() < 11 ? 1 : 2;
+  if (n.node().op_type == "Upsample" && n.opset() < 9) {
+    for (const proto::Attribute& a : n.node().attributes) {
+      if (a.name == "scales") scales.assign(a.floats.begin(), a.floats.end());
+    }
+  } else if (const Tensor* c = n.constant(scales_input); c != nullptr && c->numel() > 0) {
+    if (c->dtype() != DType::f32) return fail(Errc::dtype_mismatch, "scales are ", c->dtype(), ", not f32");
+    for (std::int64_t i = 0; i < c->numel(); ++i) scales.push_back(reinterpret_cast<const float*>(c->data())[i]);
+  } else if (n.has_input(3)) {
+    auto sizes = n.ints(3);
+    if (!sizes) return std::move(sizes).error();
+    if (sizes->size() != 4) return fail(Errc::invalid_argument, "sizes has ", sizes->size(), " values for rank 4");
+    for (std::size_t i = 0; i < 4; ++i) {
+      const Dim& d = xt->shape[i];
+      if (!d.is_concrete() || d.value == 0 || (*sizes)[i] % d.value != 0) {
+        return NodeContext::unsupported("sizes ", Shape(std::vector<Dim>(sizes->begin(), sizes->end())),
+                                        " that are not whole multiples of ", xt->shape);
+      }
+      scales.push_back(static_cast<double>((*sizes)[i] / d.value));
+    }
+  } else if (n.has_input(scales_input)) {
+    return NodeContext::unsupported("scales computed at run time");
+  }
+  if (scales.size() != 4) return fail(Errc::invalid_argument, "expected 4 scales (or sizes), got ", scales.size());
+  if (scales[0] != 1 || scales[1] != 1)
+    return NodeContext::unsupported("resizing N or C (scales ", scales[0], ", ", scales[1], ")");
+  for (std::size_t i = 2; i < 4; ++i) {
+    if (!(scales[i] >= 1) || scales[i] != std::floor(scales[i]) || scales[i] > 4096) {
+      return NodeContext::unsupported("the scale ", scales[i], " (teeny resizes by whole-number factors)");
+    }
+  }
+  const bool asymmetric_floor = coordinates == "asymmetric" && rounding == "floor";
+  const bool centred = (coordinates == "half_pixel" || coordinates == "pytorch_half_pixel") &&
+                       (rounding == "round_prefer_floor" || rounding == "round_prefer_ceil");
+  if (!asymmetric_floor && !centred) {
+    return NodeContext::unsupported("coordinate_transformation_mode '", coordinates, "' with nearest_mode '", rounding,
+                                    "'");
+  }
+  n.set_output(0, n.builder().add(Upsample{scales[2], scales[3], UpsampleMode::nearest}, {*x}, n.name()));
+  return ok();
+}
+
 // Gather of a constant (a shape) at constant indices along axis 0: folded. A run-time Gather is
 // an Embedding when the data is a constant matrix and the axis 0.
 Result<void> gather(NodeContext& n) {
   const std::int64_t axis = n.attr("axis", std::int64_t{0});
   const Tensor* data = n.constant(0);
   const Tensor* indices = n.constant(1);
+  const ShapeValue* shape = n.shape_value(0);
+  if (shape != nullptr && indices != nullptr && !shape->scalar && axis == 0 && indices->shape().rank() <= 1) {
+    auto at = integers_of(*indices);
+    if (!at) return std::move(at).error().context("input 1");
+    ShapeValue picked{{}, indices->shape().rank() == 0};
+    const auto size = static_cast<std::int64_t>(shape->dims.size());
+    for (std::int64_t i : *at) {
+      if (i < -size || i >= size) return fail(Errc::out_of_range, "index ", i, " is outside ", size, " dims");
+      picked.dims.push_back(shape->dims[static_cast<std::size_t>(i < 0 ? i + size : i)]);
+    }
+    return n.set_shape_value(0, std::move(picked));
+  }
   if (data != nullptr && indices != nullptr && data->shape().rank() == 1 && axis == 0) {
     auto values = integers_of(*data);
     if (!values) return std::move(values).error().context("input 0");
@@ -306,8 +507,8 @@ Result<void> gather(NodeContext& n) {
     n.set_output(0, y);
     return ok();
   }
-  return NodeContext::unsupported(
-      "Gather other than of a constant matrix's rows (an embedding) or of a constant shape");
+  if (indices != nullptr && data == nullptr && shape == nullptr) return gather_slices(n, *indices, axis);
+  return NodeContext::unsupported("Gather of run-time indices other than a constant matrix's rows (an embedding)");
 }
 
 // Slice: starts, ends, axes and steps as attributes before opset 10, as inputs from it; one
@@ -341,23 +542,22 @@ Result<void> slice(NodeContext& n) {
     if (step <= 0) return NodeContext::unsupported("a step of ", step, " (teeny slices with positive steps)");
   }
   if (starts.empty()) return fail(Errc::invalid_argument, "no starts");
-  if (const Tensor* c = n.constant(0); c != nullptr && rank == 1 && starts.size() == 1) {
+  // A vector known at import (a constant shape, or a shape value with symbolic dims): folded.
+  const bool known = n.constant(0) != nullptr || (n.shape_value(0) != nullptr && !n.shape_value(0)->scalar);
+  if (known && rank == 1 && starts.size() == 1) {
     if (auto axis = normalize_axis(axes[0], 1); !axis) return std::move(axis).error().context("axes");
-    auto values = integers_of(*c);
-    if (!values) return NodeContext::unsupported("slicing a ", c->dtype(), " constant at import");
+    auto values = n.dims(0);
+    if (!values) return NodeContext::unsupported("slicing a ", t->dtype, " constant at import");
     const auto size = static_cast<std::int64_t>(values->size());
     const auto clamp = [&](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + size : i, 0, size); };
-    std::vector<std::int64_t> out;
+    ShapeValue out;
     const std::int64_t begin = clamp(starts[0]);
     const std::int64_t end = clamp(ends[0]);
     for (std::int64_t i = begin; i < end; i += steps[0]) {
-      out.push_back((*values)[static_cast<std::size_t>(i)]);
+      out.dims.push_back((*values)[static_cast<std::size_t>(i)]);
       if (steps[0] >= end - i) break;  // the next index is past the end: stop before i + step overflows
     }
-    auto sliced = int64_tensor(out, ConcreteShape{static_cast<std::int64_t>(out.size())});
-    if (!sliced) return std::move(sliced).error();
-    n.set_constant(0, std::move(*sliced));
-    return ok();
+    return n.set_shape_value(0, std::move(out));
   }
   auto x = n.value(0);
   if (!x) return std::move(x).error();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# teeny-run on the ONNX fixture MLP (tools/make_onnx_fixtures.py: expected outputs from NumPy):
-# answers that match exit 0, a wrong expected file exits 2 naming the worst element, bad input
-# exits 1 with a message, never a signal.
+# teeny-run on the ONNX fixtures (tools/make_onnx_fixtures.py: expected outputs from NumPy, and
+# from PyTorch for its export): answers that match exit 0, a wrong expected file exits 2 naming
+# the worst element, bad input exits 1 with a message, never a signal.
 #   tests/tools/run.sh path/to/teeny-run path/to/tests/fixtures/onnx
 set -uo pipefail
 run=$1 fixtures=$2
@@ -40,6 +40,14 @@ expect 0 "runs on random inputs" "dim batch: 1 (not given" "$m"
 expect 0 "saves outputs" "saved $work/out-dir/y.npy" "$m" --input x="$fixtures/mlp_x_8.npy" --save-outputs "$work/out-dir"
 expect 0 "saved outputs are the answers" "expect y: ok" "$m" --input x="$fixtures/mlp_x_8.npy" --expect y="$work/out-dir/y.npy" --rtol 0 --atol 0
 expect 0 "benchmarks" "latency p50" "$m" --dims batch=4 --bench 20 --warmup 2 --threads 2
+# PyTorch's shape computations on a dynamic batch (x.size(0), view(n, -1), expand to a computed
+# shape, x[:, 0]): one file at batch 2 and 5, as PyTorch computed them.
+for opset in 13 17; do
+  for batch in 2 5; do
+    expect 0 "PyTorch's dynamic shapes, opset $opset, batch $batch" "expect y: ok" "$fixtures/tokens_$opset.onnx" \
+      --input x="$fixtures/tokens_x_$batch.npy" --expect y="$fixtures/tokens_y_$batch.npy"
+  done
+done
 expect 1 "a missing model" "no-such.onnx" "$fixtures/no-such.onnx"
 expect 1 "an unknown input" "the model has no input 'z' (its inputs: x)" "$m" --input z="$fixtures/mlp_x_8.npy"
 expect 1 "an unknown output" "the model has no output 'q'" "$m" --expect q="$fixtures/mlp_y_8.npy"
