@@ -345,7 +345,8 @@ inline Result<Tensor> cast_constant(const Tensor& c, DType to) {
       const From* src = reinterpret_cast<const From*>(c.data());
       To* dst = reinterpret_cast<To*>(out->data());
       for (std::size_t i = 0; i < count; ++i) {
-        if constexpr (!std::is_same_v<From, To> && !FloatElement<To> && !std::is_same_v<To, bool>) {
+        if constexpr (!std::is_same_v<From, To> && !FloatElement<To> && !std::is_same_v<To, bool> &&
+                      !std::is_same_v<From, bool>) {
           const auto v = convert_element<double>(src[i]);
           if (!(v >= static_cast<double>(std::numeric_limits<To>::lowest()) &&
                 v < static_cast<double>(std::numeric_limits<To>::max()) + 1.0)) {
@@ -353,7 +354,11 @@ inline Result<Tensor> cast_constant(const Tensor& c, DType to) {
             return;
           }
         }
-        dst[i] = convert_element<To>(src[i]);
+        if constexpr (std::is_same_v<From, bool>) {  // a file's bool byte may be any value: nonzero is true
+          dst[i] = convert_element<To>(reinterpret_cast<const std::uint8_t*>(src)[i] != 0);
+        } else {
+          dst[i] = convert_element<To>(src[i]);
+        }
       }
     });
   });

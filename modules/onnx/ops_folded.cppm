@@ -110,6 +110,10 @@ Result<void> compare(NodeContext& n) {
     for (std::size_t i = 0; i < ia.size(); ++i) {
       if constexpr (FloatElement<T>) {  // f16 and bf16 compared through double, exactly
         z[i] = holds(Cmp, convert_element<double>(x[ia[i]]), convert_element<double>(y[ib[i]]));
+      } else if constexpr (std::is_same_v<T, bool>) {  // a file's bool byte may be any value: nonzero is true
+        const auto* u = reinterpret_cast<const std::uint8_t*>(x);
+        const auto* v = reinterpret_cast<const std::uint8_t*>(y);
+        z[i] = holds(Cmp, u[ia[i]] != 0, v[ib[i]] != 0);
       } else {
         z[i] = holds(Cmp, x[ia[i]], y[ib[i]]);
       }
@@ -126,8 +130,8 @@ inline Result<void> logical_not(NodeContext& n) {
   if (c->dtype() != DType::boolean) return fail(Errc::dtype_mismatch, "Not of a ", c->dtype(), " input");
   auto out = copy_of(*c);
   if (!out) return std::move(out).error();
-  bool* p = reinterpret_cast<bool*>(out->data());
-  for (std::int64_t i = 0; i < out->numel(); ++i) p[i] = !p[i];
+  auto* p = reinterpret_cast<std::uint8_t*>(out->data());  // a file's bool byte may be any value
+  for (std::int64_t i = 0; i < out->numel(); ++i) p[i] = p[i] == 0 ? 1 : 0;
   n.set_constant(0, std::move(*out));
   return ok();
 }
@@ -138,7 +142,7 @@ inline Result<void> where(NodeContext& n) {
   if (!known(n, 0) || !known(n, 1) || !known(n, 2) || n.shape_value(0) != nullptr) return run_time(n);
   const Tensor& cond = *n.constant(0);
   if (cond.dtype() != DType::boolean) return fail(Errc::dtype_mismatch, "the condition is ", cond.dtype());
-  const bool* c = reinterpret_cast<const bool*>(cond.data());
+  const auto* c = reinterpret_cast<const std::uint8_t*>(cond.data());  // nonzero is true
   if (n.shape_value(1) != nullptr || n.shape_value(2) != nullptr) {
     if (cond.shape().rank() > 1) return fail(Errc::shape_mismatch, "a condition of ", cond.shape(), " for a shape");
     auto a = n.dims(1);
