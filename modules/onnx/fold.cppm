@@ -156,8 +156,9 @@ Result<std::vector<Dim>> fold_dims(BinaryOp op, const std::vector<Dim>& a, const
   if (a.size() != b.size() && a.size() != 1 && b.size() != 1) {
     return fail(Errc::shape_mismatch, "shape vectors of ", a.size(), " and ", b.size(), " dims do not broadcast");
   }
-  std::vector<Dim> out;
-  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+  std::vector<Dim> out;  // NumPy's rule: a vector of 0 with one of 1 broadcasts to 0
+  const std::size_t count = a.empty() || b.empty() ? 0 : std::max(a.size(), b.size());
+  for (std::size_t i = 0; i < count; ++i) {
     auto d = dim_op(op, a[a.size() == 1 ? 0 : i], b[b.size() == 1 ? 0 : i]);
     if (!d) return std::move(d).error();
     out.push_back(std::move(*d));

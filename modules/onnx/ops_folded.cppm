@@ -73,7 +73,7 @@ Result<void> compare(NodeContext& n) {
     if (a->size() != b->size() && a->size() != 1 && b->size() != 1) {
       return fail(Errc::shape_mismatch, "shape vectors of ", a->size(), " and ", b->size(), " dims do not broadcast");
     }
-    const std::size_t count = std::max(a->size(), b->size());
+    const std::size_t count = a->empty() || b->empty() ? 0 : std::max(a->size(), b->size());  // 0 with 1 is 0
     std::vector<std::uint8_t> out;
     for (std::size_t i = 0; i < count; ++i) {
       const Dim& x = (*a)[a->size() == 1 ? 0 : i];
