@@ -139,12 +139,14 @@ Result<Dim> dim_op(BinaryOp op, const Dim& x, const Dim& y) {
   std::int64_t value = 0;
   if (op == BinaryOp::mul && (x.is_concrete() || y.is_concrete())) {
     if (__builtin_mul_overflow(x.value, y.value, &value)) return refuse();
+    if (value == 0) return Dim(0);   // zero times a size
+    if (value < 0) return refuse();  // a symbolic dim's multiplier is positive
     return Dim::sym(x.is_symbolic() ? x.symbol : y.symbol, value);
   }
   if (op == BinaryOp::div && y.is_concrete() && y.value > 0 && x.value % y.value == 0) {
     return Dim::sym(x.symbol, x.value / y.value);
   }
-  if (op == BinaryOp::div && y.is_symbolic() && x.symbol == y.symbol && x.value % y.value == 0) {
+  if (op == BinaryOp::div && y.is_symbolic() && y.value > 0 && x.symbol == y.symbol && x.value % y.value == 0) {
     return Dim(x.value / y.value);
   }
   return refuse();

@@ -253,8 +253,14 @@ inline Result<void> range(NodeContext& n) {
         if constexpr (FloatElement<T>) {
           p[i] = convert_element<T>(convert_element<double>(first) +
                                     static_cast<double>(i) * convert_element<double>(step));
-        } else {
-          p[i] = static_cast<T>(first + static_cast<T>(i) * step);
+        } else {  // in int64, checked: the value lies between start and limit, so it fits T
+          std::int64_t v = 0;
+          if (__builtin_mul_overflow(i, static_cast<std::int64_t>(step), &v) ||
+              __builtin_add_overflow(v, static_cast<std::int64_t>(first), &v)) {
+            out = fail(Errc::out_of_range, "Range element ", i, " overflows");
+            return;
+          }
+          p[i] = static_cast<T>(v);
         }
       }
     }
