@@ -155,10 +155,11 @@ Result<void> reshape(NodeContext& n) {
     std::int64_t known = 1;
     std::optional<std::size_t> unknown;
     for (std::size_t i = 0; i < out.size(); ++i) {
-      if (out[i].value == -1)
+      if (out[i].value == -1) {
         unknown = i;
-      else
-        known *= out[i].value;
+      } else if (out[i].value < 0 || __builtin_mul_overflow(known, out[i].value, &known)) {
+        return fail(Errc::invalid_argument, "cannot reshape ", n.constant(0)->shape(), " to ", Shape(out));
+      }
     }
     if (unknown && known != 0) out[*unknown] = n.constant(0)->numel() / known;
   }
