@@ -1,6 +1,7 @@
 #pragma once
-// Shared by the teeny.io tests: fixture lookup, a self-deleting temporary directory, byte files
-// and a builder for hand-made safetensors images.
+// Shared by the teeny.io tests: fixture lookup, a self-deleting temporary directory, byte files,
+// a builder for hand-made safetensors images, a tensor's values and a substring check. Include it
+// after doctest.
 #include <unistd.h>
 
 #include <cstddef>
@@ -92,6 +93,16 @@ inline std::vector<std::byte> safetensors_image(std::string_view header, std::si
   for (std::size_t i = 0; i < data_size; ++i) out.push_back(static_cast<std::byte>(i));
   return out;
 }
+
+/// A tensor's elements as T (the test stops when T is not its dtype).
+template <class T, class TensorT>
+std::vector<T> values_of(const TensorT& t) {
+  auto v = t.template view<T>();
+  REQUIRE(v);
+  return {v->span().begin(), v->span().end()};
+}
+
+inline bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
 template <class T>
 std::span<const std::byte> bytes_of(const std::vector<T>& values) {

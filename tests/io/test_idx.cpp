@@ -25,7 +25,7 @@ using teeny::Errc;
 
 namespace {
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using io_test::contains;
 
 /// An IDX file: magic 0 0 code rank, big-endian u32 dims, then `payload` (already big-endian).
 std::vector<std::uint8_t> idx_file(std::uint8_t code, std::vector<std::uint32_t> dims,
@@ -68,12 +68,7 @@ void write_gz(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   REQUIRE(gzclose(f) == Z_OK);
 }
 
-template <class T>
-std::vector<T> values_of(const teeny::Tensor& t) {
-  auto v = t.view<T>();
-  REQUIRE(v);
-  return {v->span().begin(), v->span().end()};
-}
+using io_test::values_of;
 
 }  // namespace
 

@@ -25,14 +25,8 @@ namespace {
 
 std::string npy(std::string_view name) { return io_test::fixture(std::string("npy/") + std::string(name) + ".npy"); }
 
-template <class T>
-std::vector<T> values_of(const Tensor& t) {
-  auto v = t.view<T>();
-  REQUIRE(v);
-  return {v->span().begin(), v->span().end()};
-}
-
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using io_test::contains;
+using io_test::values_of;
 
 // An in-memory .npy image: version 1.0, `header` as given (not padded), then `data`.
 std::vector<std::byte> image(std::string_view header, std::size_t data_bytes) {

@@ -26,7 +26,7 @@ using teeny::TensorRef;
 
 namespace {
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using io_test::contains;
 using Keys = std::vector<std::string>;
 
 }  // namespace

@@ -29,14 +29,8 @@ using teeny::TensorRef;
 
 namespace {
 
-template <class T>
-std::vector<T> values_of(const Tensor& t) {
-  auto v = t.view<T>();
-  REQUIRE(v);
-  return {v->span().begin(), v->span().end()};
-}
-
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using io_test::contains;
+using io_test::values_of;
 
 /// Parses an in-memory image and returns the error message ("" when it opened).
 std::string parse_error(std::string_view header, std::size_t data_size) {
