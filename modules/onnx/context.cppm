@@ -150,6 +150,11 @@ class NodeContext {
   std::optional<Error> attribute_error_;
 };
 
+/// A scalar constant of a float dtype (f32 or f64; others are refused).
+Result<Tensor> scalar(DType dtype, double value);
+/// x (op) c for a number c: the teeny Binary node `node` with c as its constant operand.
+Result<Value> with_scalar(NodeContext& n, BinaryOp op, Value x, double c, const std::string& node);
+
 /// The integers of an integer tensor (shapes, axes), as int64.
 Result<std::vector<std::int64_t>> integers_of(const Tensor& t);
 
@@ -163,6 +168,22 @@ Result<Tensor> transposed(const Tensor& t);
 }  // namespace teeny::onnx
 
 namespace teeny::onnx {
+
+Result<Tensor> scalar(DType dtype, double value) {
+  if (dtype == DType::f64) return Tensor::from<double>({value}, ConcreteShape{});
+  if (dtype == DType::f32) return Tensor::from<float>({static_cast<float>(value)}, ConcreteShape{});
+  return NodeContext::unsupported("a ", dtype, " input (f32 and f64 only here)");
+}
+
+Result<Value> with_scalar(NodeContext& n, BinaryOp op, Value x, double c, const std::string& node) {
+  const TensorType* t = n.builder().type_of(x);
+  if (t == nullptr) return fail(Errc::invalid_argument, "a value without a type");
+  auto constant = scalar(t->dtype, c);
+  if (!constant) return std::move(constant).error();
+  const Value y = n.builder().add(Binary{op, std::vector<std::int64_t>{}, false}, {x}, node);
+  n.add_weight(node, "other", std::move(*constant));
+  return y;
+}
 
 Result<std::vector<std::int64_t>> integers_of(const Tensor& t) {
   const auto n = static_cast<std::size_t>(t.numel());

@@ -36,8 +36,8 @@ Result<Tensor> fold_binary(BinaryOp op, const Tensor& a, const Tensor& b, std::i
 /// symbolic dims needs it (`batch * 4`, `4*batch / 2`): each result a number times at most one
 /// symbol; a symbol plus a number, or a product of two symbols, is refused.
 Result<std::vector<Dim>> fold_dims(BinaryOp op, const std::vector<Dim>& a, const std::vector<Dim>& b);
-/// The shape two shapes broadcast to (NumPy's rules), or an error naming both.
-Result<ConcreteShape> broadcast_shapes(const ConcreteShape& a, const ConcreteShape& b);
+/// The shape two concrete shapes broadcast to: teeny.core's broadcast_shapes, bound.
+Result<ConcreteShape> broadcast_concrete(const ConcreteShape& a, const ConcreteShape& b);
 
 /// Element offsets into a tensor of `shape` for each element of `out`, which `shape` broadcasts
 /// to (size-1 and missing leading dims repeat).
@@ -168,19 +168,10 @@ Result<std::vector<Dim>> fold_dims(BinaryOp op, const std::vector<Dim>& a, const
   return out;
 }
 
-Result<ConcreteShape> broadcast_shapes(const ConcreteShape& a, const ConcreteShape& b) {
-  const std::size_t rank = std::max(a.rank(), b.rank());
-  ConcreteShape out;
-  for (std::size_t k = 0; k < rank; ++k) {
-    const std::int64_t da = k + a.rank() >= rank ? a[k + a.rank() - rank] : 1;
-    const std::int64_t db = k + b.rank() >= rank ? b[k + b.rank() - rank] : 1;
-    if (da != db && da != 1 && db != 1) {
-      return fail(Errc::shape_mismatch, "shapes ", a, " and ", b, " do not broadcast (dim ", k, ": ", da, " and ", db,
-                  ")");
-    }
-    out.push_back(da == 1 ? db : da);
-  }
-  return out;
+Result<ConcreteShape> broadcast_concrete(const ConcreteShape& a, const ConcreteShape& b) {
+  auto shape = broadcast_shapes(Shape(a), Shape(b));
+  if (!shape) return std::move(shape).error();
+  return shape->bind({});
 }
 
 Result<Tensor> fold_unary(UnaryOp op, const Tensor& a) {
@@ -214,7 +205,7 @@ Result<Tensor> fold_binary(BinaryOp op, const Tensor& a, const Tensor& b, std::i
   if (a.dtype() != b.dtype()) {
     return fail(Errc::dtype_mismatch, name(op), " of ", a.dtype(), " and ", b.dtype(), " (ONNX's takes one dtype)");
   }
-  auto shape = broadcast_shapes(a.shape(), b.shape());
+  auto shape = broadcast_concrete(a.shape(), b.shape());
   if (!shape) return std::move(shape).error();
   if (shape->numel() > max_elements) {
     return fail(Errc::out_of_range, name(op), " of ", a.shape(), " and ", b.shape(), " makes ", *shape,

@@ -67,24 +67,6 @@ inline Result<void> softplus(NodeContext& n) {
   return ok();
 }
 
-// A scalar of a float dtype (a constant operand's value).
-inline Result<Tensor> scalar(DType dtype, double value) {
-  if (dtype == DType::f64) return Tensor::from<double>({value}, ConcreteShape{});
-  if (dtype == DType::f32) return Tensor::from<float>({static_cast<float>(value)}, ConcreteShape{});
-  return NodeContext::unsupported("a ", dtype, " input (f32 and f64 only here)");
-}
-
-// x (op) c for a scalar c, as the teeny node `node` with its constant operand.
-inline Result<Value> with_scalar(NodeContext& n, BinaryOp op, Value x, double c, const std::string& node) {
-  const TensorType* t = n.builder().type_of(x);
-  if (t == nullptr) return fail(Errc::invalid_argument, "a value without a type");
-  auto constant = scalar(t->dtype, c);
-  if (!constant) return std::move(constant).error();
-  const Value y = n.builder().add(Binary{op, std::vector<std::int64_t>{}, false}, {x}, node);
-  n.add_weight(node, "other", std::move(*constant));
-  return y;
-}
-
 // ONNX's HardSigmoid is max(0, min(1, alpha x + beta)), alpha 0.2 by default: teeny's Hardsigmoid
 // where alpha and beta are PyTorch's (1/6 and 1/2, what PyTorch exports), else built from
 // arithmetic with constants.

@@ -93,7 +93,7 @@ Result<void> compare(NodeContext& n) {
   const Tensor& a = *n.constant(0);
   const Tensor& b = *n.constant(1);
   if (a.dtype() != b.dtype()) return fail(Errc::dtype_mismatch, "inputs of ", a.dtype(), " and ", b.dtype());
-  auto shape = broadcast_shapes(a.shape(), b.shape());
+  auto shape = broadcast_concrete(a.shape(), b.shape());
   if (!shape) return std::move(shape).error();
   if (shape->numel() > n.limits().max_elements) {
     return fail(Errc::out_of_range, "the result ", *shape, " is over the limit of ", n.limits().max_elements,
@@ -167,9 +167,9 @@ inline Result<void> where(NodeContext& n) {
   const Tensor& a = *n.constant(1);
   const Tensor& b = *n.constant(2);
   if (a.dtype() != b.dtype()) return fail(Errc::dtype_mismatch, "x is ", a.dtype(), " and y ", b.dtype());
-  auto ab = broadcast_shapes(a.shape(), b.shape());
+  auto ab = broadcast_concrete(a.shape(), b.shape());
   if (!ab) return std::move(ab).error();
-  auto shape = broadcast_shapes(cond.shape(), *ab);
+  auto shape = broadcast_concrete(cond.shape(), *ab);
   if (!shape) return std::move(shape).error();
   if (shape->numel() > n.limits().max_elements) {
     return fail(Errc::out_of_range, "the result ", *shape, " is over the limit of ", n.limits().max_elements,

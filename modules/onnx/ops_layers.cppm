@@ -408,15 +408,9 @@ Result<void> layer_norm_statistics(NodeContext& n, Value x, std::size_t axis, st
   const Value centered = b.add(Binary{BinaryOp::sub}, {x, mean}, n.part_name("centered"));
   const Value square = b.add(Binary{BinaryOp::mul}, {centered, centered}, n.part_name("square"));
   const Value variance = b.add(Reduce{ReduceOp::mean, axes, true}, {square}, n.part_name("variance"));
-  const std::string shifted_name = n.part_name("variance_epsilon");
-  const TensorType* t = b.type_of(x);
-  if (t == nullptr) return fail(Errc::invalid_argument, "a value without a type");
-  auto eps = t->dtype == DType::f64 ? Tensor::from<double>({epsilon}, ConcreteShape{})
-                                    : Tensor::from<float>({epsilon}, ConcreteShape{});
-  if (!eps) return std::move(eps).error();
-  const Value shifted = b.add(Binary{BinaryOp::add, std::vector<std::int64_t>{}, false}, {variance}, shifted_name);
-  n.add_weight(shifted_name, "other", std::move(*eps));
-  const Value stddev = b.add(Unary{UnaryOp::sqrt}, {shifted}, n.part_name("stddev"));
+  auto shifted = with_scalar(n, BinaryOp::add, variance, epsilon, n.part_name("variance_epsilon"));
+  if (!shifted) return std::move(shifted).error();
+  const Value stddev = b.add(Unary{UnaryOp::sqrt}, {*shifted}, n.part_name("stddev"));
   n.set_output(2, b.add(Unary{UnaryOp::reciprocal}, {stddev}, n.part_name("inv_stddev")));
   return ok();
 }
