@@ -258,6 +258,9 @@ Result<Tensor> parse_npy_bytes(std::span<const std::byte> bytes) {
   if (order == '>' && element > 1) {
     for (std::int64_t i = 0; i < *numel; ++i) std::reverse(out + i * element, out + (i + 1) * element);
   }
+  if (*dtype == DType::boolean) {  // NumPy reads any nonzero byte as True; a C++ bool must be 0 or 1
+    for (std::int64_t i = 0; i < *numel; ++i) out[i] = out[i] == std::byte{0} ? std::byte{0} : std::byte{1};
+  }
   return tensor;
 }
 

@@ -67,6 +67,15 @@ TEST_CASE("npy: reads NumPy-written files of each dtype to their values") {
   CHECK(flags->dtype() == DType::boolean);
   CHECK(values_of<bool>(*flags) == std::vector<bool>{true, false, false, true});
 
+  // Any nonzero byte is True (as NumPy reads it), stored as a valid bool.
+  auto odd = image("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", 3);
+  odd[odd.size() - 3] = std::byte{2};
+  odd[odd.size() - 1] = std::byte{255};
+  auto bools = teeny::parse_npy(odd);
+  REQUIRE(bools);
+  const auto* raw = reinterpret_cast<const std::uint8_t*>(bools->data());
+  CHECK(std::vector<std::uint8_t>(raw, raw + 3) == std::vector<std::uint8_t>{1, 0, 1});
+
   auto scalar = teeny::read_npy(npy("i64_scalar"));
   REQUIRE(scalar);
   CHECK(scalar->shape().rank() == 0);
