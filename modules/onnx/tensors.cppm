@@ -165,6 +165,10 @@ Result<Tensor> to_tensor(const proto::Tensor& t, const ExternalData& external, c
   auto tensor = Tensor::zeros(*dtype, *shape);
   if (!tensor) return std::move(tensor).error();
   if (want != 0) std::memcpy(tensor->data(), bytes.data(), want);
+  if (*dtype == DType::boolean) {  // a file's bool byte may be any value: nonzero is true, stored as 1
+    std::byte* p = tensor->data();
+    for (std::size_t i = 0; i < want; ++i) p[i] = p[i] == std::byte{0} ? std::byte{0} : std::byte{1};
+  }
   return tensor;
 }
 
