@@ -20,9 +20,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -150,22 +152,22 @@ std::optional<std::string> parse_args(int argc, char** argv, Options& opt) {
     } else if (arg == "--summary") {
       opt.summary = true;
     } else if (arg.starts_with("--")) {
+      // The options that take one value, each with what it does with it (false: a bad value).
+      const std::pair<std::string_view, std::function<bool(std::string_view)>> options[] = {
+          {"--save-outputs", [&](std::string_view v) { return opt.save_dir = v, true; }},
+          {"--rtol", [&](std::string_view v) { return parse_number(v, opt.rtol) && opt.rtol >= 0; }},
+          {"--atol", [&](std::string_view v) { return parse_number(v, opt.atol) && opt.atol >= 0; }},
+          {"--bench", [&](std::string_view v) { return parse_number(v, opt.bench); }},
+          {"--warmup", [&](std::string_view v) { return parse_number(v, opt.warmup); }},
+          {"--threads", [&](std::string_view v) { return parse_number(v, opt.threads) && opt.threads >= 1; }},
+          {"--seed", [&](std::string_view v) { return parse_number(v, opt.seed); }},
+          {"--device", [&](std::string_view v) { return opt.device = v, opt.device == "cpu" || opt.device == "cuda"; }},
+      };
+      const auto* option = std::ranges::find(options, arg, [](const auto& o) { return o.first; });
+      if (option == std::end(options)) return cat("unknown option ", arg);
       const auto v = value();
       if (!v) return cat("missing value after ", arg);
-      const bool parsed = arg == "--save-outputs" ? (opt.save_dir = *v, true)
-                          : arg == "--rtol"       ? parse_number(*v, opt.rtol) && opt.rtol >= 0
-                          : arg == "--atol"       ? parse_number(*v, opt.atol) && opt.atol >= 0
-                          : arg == "--bench"      ? parse_number(*v, opt.bench)
-                          : arg == "--warmup"     ? parse_number(*v, opt.warmup)
-                          : arg == "--threads"    ? parse_number(*v, opt.threads) && opt.threads >= 1
-                          : arg == "--seed"       ? parse_number(*v, opt.seed)
-                          : arg == "--device"     ? (opt.device = *v, opt.device == "cpu" || opt.device == "cuda")
-                                                  : false;
-      if (!parsed) {
-        const bool known = arg == "--save-outputs" || arg == "--rtol" || arg == "--atol" || arg == "--bench" ||
-                           arg == "--warmup" || arg == "--threads" || arg == "--seed" || arg == "--device";
-        return known ? cat("bad value '", *v, "' for ", arg) : cat("unknown option ", arg);
-      }
+      if (!option->second(*v)) return cat("bad value '", *v, "' for ", arg);
     } else if (opt.model.empty()) {
       opt.model = arg;
     } else {
