@@ -28,8 +28,9 @@ expect() {
 
 m=$fixtures/mlp.onnx
 expect 0 "describes the model" "input  x: f32 [batch, 4]" "$m" --summary --dims batch=8
-expect 0 "counts its ops" "ops: " "$m" --summary
-expect 0 "sizes its plan" "activation arena" "$m" --summary --dims batch=8
+# Gemm and MatMul become linear ops; 4x6 + 6 + 6x3 = 48 parameters (f32: 192 bytes).
+expect 0 "counts its ops" "ops: linear 2, relu 1, softmax 1" "$m" --summary
+expect 0 "sizes its plan" "parameters 192 B (48 values)" "$m" --summary --dims batch=8
 expect 0 "matches NumPy from .npy files" "expect y: ok" "$m" --input x="$fixtures/mlp_x_8.npy" --expect y="$fixtures/mlp_y_8.npy"
 expect 0 "matches NumPy from .pb files" "expect y: ok" "$m" --input x="$fixtures/mlp_x_1.pb" --expect y="$fixtures/mlp_y_1.pb"
 expect 0 "reads batch from the input file" "output y: f32 [8, 3]" "$m" --input x="$fixtures/mlp_x_8.npy"
@@ -39,7 +40,7 @@ expect 2 "reports a shape mismatch" "MISMATCH" "$m" --input x="$fixtures/mlp_x_8
 expect 0 "runs on random inputs" "dim batch: 1 (not given" "$m"
 expect 0 "saves outputs" "saved $work/out-dir/y.npy" "$m" --input x="$fixtures/mlp_x_8.npy" --save-outputs "$work/out-dir"
 expect 0 "saved outputs are the answers" "expect y: ok" "$m" --input x="$fixtures/mlp_x_8.npy" --expect y="$work/out-dir/y.npy" --rtol 0 --atol 0
-expect 0 "benchmarks" "latency p50" "$m" --dims batch=4 --bench 20 --warmup 2 --threads 2
+expect 0 "benchmarks" "bench: 20 runs (after 2 warm-up), 2 thread(s) on cpu: latency p50" "$m" --dims batch=4 --bench 20 --warmup 2 --threads 2
 # PyTorch's shape computations on a dynamic batch (x.size(0), view(n, -1), expand to a computed
 # shape, x[:, 0]): one file at batch 2 and 5, as PyTorch computed them.
 for opset in 13 17; do
