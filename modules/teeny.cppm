@@ -1,6 +1,7 @@
 // teeny — the umbrella module: `import teeny;` gives the whole public API (of an embedded build:
 // the typed models and what they are made of).
 export module teeny;
+import teeny.std;
 export import teeny.core;
 export import teeny.graph;
 export import teeny.model;

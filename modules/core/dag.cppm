@@ -8,16 +8,8 @@
 //   NodeId x = *dag.add(MyOp::input, {}, "x");
 //   NodeId y = *dag.add(MyOp::add, {x, x}, "y");      // two slots, one producer
 //   auto order = dag.topological_order();             // Result<std::span<const NodeId>>: {x, y}
-module;
-#include <algorithm>
-#include <cstddef>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.core:dag;
+import teeny.std;
 import :error;
 
 export namespace teeny {

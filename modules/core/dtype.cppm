@@ -4,17 +4,9 @@
 //   name(DType::bf16) == "bf16";  size_of(DType::i64) == 8;
 //   parse_dtype("BF16") == DType::bf16;          // safetensors spelling accepted too
 module;
-#include <array>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <type_traits>
-
 #include "math/half.hpp"
 export module teeny.core:dtype;
+import teeny.std;
 
 export namespace teeny {
 

@@ -6,17 +6,9 @@
 //   if (!r) return r.error().context("while reading 'x'");   // Error converts to any Result<U>
 //   int v = *r;
 module;
-#include <concepts>
-#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <initializer_list>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
 export module teeny.core:error;
+import teeny.std;
 
 export namespace teeny {
 

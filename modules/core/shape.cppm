@@ -5,22 +5,9 @@
 //   Shape s{Dim::sym("batch"), 1, 28, 28};          // to_string(s) == "[batch, 1, 28, 28]"
 //   auto c = s.bind({{"batch", 64}});                // Result<ConcreteShape>: [64, 1, 28, 28]
 module;
-#include <algorithm>
-#include <array>
-#include <cstddef>
-#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <initializer_list>
-#include <map>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.core:shape;
+import teeny.std;
 import :error;
 
 export namespace teeny {

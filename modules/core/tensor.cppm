@@ -17,17 +17,9 @@
 //   model->forward(in);
 //   auto logits = model->output<float>("logits");   // Result<TensorView<const float>>, dtype checked
 module;
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <memory>
-#include <new>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
+#include <new>  // the aligned, non-throwing operator new (global functions: not in teeny.std)
 export module teeny.core:tensor;
+import teeny.std;
 import :dtype;
 import :error;
 import :shape;

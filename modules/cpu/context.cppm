@@ -3,18 +3,10 @@
 //
 //   CpuContext cpu({.threads = 2});     // threads created once, here
 module;
-#include <algorithm>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <memory>
-#include <new>
-#include <utility>
-
 #include "cpu/kernels/memory.hpp"
 #include "cpu/kernels/thread_pool.hpp"
 export module teeny.cpu:context;
+import teeny.std;
 import teeny.model; // RunPhase
 
 export namespace teeny {

@@ -19,15 +19,11 @@
 // (run_packed: 2x2 windows from the GEMM's result, the implicit GEMM's output band by band), and
 // otherwise here, after the whole convolution, by the max pool's own kernel.
 module;
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-#include <utility>
-
 #include "cpu/kernels/gemm.hpp"
 #include "cpu/kernels/memory.hpp"
 #include "math/pool.hpp"  // Window2d
 export module teeny.cpu:conv;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

@@ -3,6 +3,7 @@
 // state, CpuContext&). teeny.runtime loads run-time graphs on it (load_cpu); teeny.fixed runs typed
 // models on it. An embedded build (TEENY_EMBEDDED) has the kernels typed models use.
 export module teeny.cpu;
+import teeny.std;
 export import :context;
 export import :elementwise;
 export import :linear;

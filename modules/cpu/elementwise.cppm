@@ -2,17 +2,12 @@
 // activation the GEMM epilogue falls back on. The per-element math is kernels/math/unary.hpp
 // (unary functions) and elementwise.hpp (binary ones).
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-#include <utility>
-
 #include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"
 #include "math/gradient.hpp"
 #include "math/random.hpp"
 export module teeny.cpu:elementwise;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

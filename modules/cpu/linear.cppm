@@ -1,15 +1,10 @@
 // teeny.cpu:linear — CPU kernels of linear_op (pre-packed weight, fused bias + activation) and
 // matmul_op (batched, broadcasting) on the packed, blocked, vectorised SGEMM; in f64, on dgemm.
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-#include <utility>
-
 #include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"
 export module teeny.cpu:linear;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

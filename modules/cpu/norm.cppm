@@ -3,15 +3,11 @@
 // then goes through one multiply-add in its own type. Batch norm folds its running statistics, weight and
 // bias into a per-channel scale and shift when it is prepared.
 module;
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <utility>
-
 #include "cpu/kernels/memory.hpp"
 #include "math/elementwise.hpp"
 #include "math/norm.hpp"
 export module teeny.cpu:norm;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

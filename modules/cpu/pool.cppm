@@ -1,11 +1,6 @@
 // teeny.cpu:pool — CPU kernels of the 2-D pooling ops, plane by plane in parallel. Which inputs
 // a window reads and what an average divides by is kernels/math/pool.hpp.
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <type_traits>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -13,6 +8,7 @@ module;
 #include "cpu/kernels/gemm.hpp"  // max_pool_3x3_stride2
 #include "math/pool.hpp"
 export module teeny.cpu:pool;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

@@ -1,13 +1,11 @@
 // teeny.cpu:reduce — CPU kernels of softmax_op (softmax / log_softmax along one axis) and reduce_op
 // (sum, mean, amax over axes). The per-element math is kernels/math/reduce.hpp.
 module;
-#include <algorithm>
 #include <cmath>
-#include <cstddef>
-#include <cstdint>
 
 #include "math/reduce.hpp"
 export module teeny.cpu:reduce;
+import teeny.std;
 import teeny.core;
 import teeny.ops;
 import :context;

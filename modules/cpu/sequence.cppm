@@ -2,17 +2,12 @@
 // dot-product attention on the GEMM, one block of query rows per task; dgemm in f64), and their
 // backward.
 module;
-#include <algorithm>
 #include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <type_traits>
-#include <vector>
 
 #include "cpu/kernels/gemm.hpp"
 #include "math/reduce.hpp"
 export module teeny.cpu:sequence;
+import teeny.std;
 import teeny.core;
 import teeny.ops;
 import :context;

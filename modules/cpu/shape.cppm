@@ -2,16 +2,10 @@
 // concat (one strided copy), pad, nearest upsampling and cast, and (training builds) their
 // backward. Index rules and conversions are kernels/math/shape.hpp.
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <type_traits>
-#include <vector>
-
 #include "math/gradient.hpp"
 #include "math/shape.hpp"
 export module teeny.cpu:shape;
+import teeny.std;
 import teeny.core;
 import teeny.ops;
 import :context;

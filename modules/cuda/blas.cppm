@@ -3,15 +3,9 @@
 // each becomes, and a planned GEMM as a value. cuBLASLt is loaded at run time: where it is missing
 // the CUDA backend runs its own GEMM kernels and says why (CudaContext::gemm_engine()).
 module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-
 #include "cuda/blas.hpp"
 export module teeny.cuda:blas;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

@@ -9,18 +9,12 @@
 // Kernels run in order on the context's stream; forward returns once they are queued, and
 // copy_output waits for them. A launch the driver refuses is kept and returned by forward.
 module;
-#include <cstddef>
-#include <optional>
-#include <span>
-#include <string>
-#include <utility>
-#include <variant>
-
 #include "cuda/blas.hpp"
 #include "cuda/dnn.hpp"
 #include "cuda/params.hpp"
 #include "cuda/runtime.hpp"
 export module teeny.cuda:context;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

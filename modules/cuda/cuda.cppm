@@ -5,6 +5,7 @@
 // backward kernels (docs/cuda.md). Training builds add teeny.train's optimizers (:optimizer) and
 // losses (:loss) on the device, and a whole training step replayed as one graph (:training_step).
 export module teeny.cuda;
+import teeny.std;
 export import :device;
 export import :launch;
 export import :blas;

@@ -8,9 +8,8 @@
 //   model->set_graph_replay(true);                 // later forwards: one CUDA graph launch
 //
 // (Training builds: load_cuda_for_training, the same for a model lowered for training.)
-module;
-#include <utility>
 export module teeny.cuda:cuda_model;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

@@ -9,14 +9,9 @@
 // A build without CUDA (-Dcuda=disabled, or no nvcc) keeps this API: every call that needs a GPU
 // returns an `unsupported` error that says so.
 module;
-#include <cstddef>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-
 #include "cuda/runtime.hpp"
 export module teeny.cuda:device;
+import teeny.std;
 import teeny.core;
 
 export namespace teeny::cuda {

@@ -5,15 +5,9 @@
 // cuDNN is loaded at run time: where it is missing the CUDA backend runs its own convolution
 // kernel and says why (CudaContext::conv_engine()).
 module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-
 #include "cuda/dnn.hpp"
 export module teeny.cuda:dnn;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

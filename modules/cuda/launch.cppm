@@ -8,25 +8,10 @@
 // (`PacksInto`), and in kernels/cuda/*.cu against the kernel's declaration (`takes_params`), both
 // against the one list in kernels/cuda/params.hpp.
 module;
-#include <algorithm>
-#include <array>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <tuple>
-#include <type_traits>
-#include <utility>
-#include <variant>
-#include <vector>
-
 #include "cuda/params.hpp"
 #include "cuda/runtime.hpp"
 export module teeny.cuda:launch;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

@@ -13,19 +13,10 @@
 // With a GradScaler, pass its scale() as the gradient's multiplier. Targets come from host memory
 // (checked there, then copied over); targets already in device memory are planned.
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
 #include "cuda/params.hpp"
 #include "math/loss.hpp"
 export module teeny.cuda:loss;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.runtime;

@@ -13,24 +13,11 @@
 // weight_decay_groups makes PyTorch's usual pair). The state lives on the GPU; state_tensors()
 // copies it out under teeny.train's keys (a checkpoint) and load_state() puts it back.
 module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <tuple>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
 #include "cuda/params.hpp"
 #include "cuda/runtime.hpp"
 #include "math/optimizer.hpp"
 export module teeny.cuda:optimizer;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

@@ -16,14 +16,8 @@
 // Each step's values reach the captured kernels through device memory the host writes before
 // the launch (the loss's targets and scalars, the optimizer's scalars, the run phase's seed and
 // step), so a replay takes this step's, not the captured step's.
-module;
-#include <atomic>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <utility>
-
 export module teeny.cuda:training_step;
+import teeny.std;
 import teeny.core;
 import teeny.runtime;
 import :device;

@@ -12,16 +12,8 @@
 //   };
 //   constexpr tf::Custom<"ffn", SwiGLU{.in_features = 8, .hidden = 12}> ffn;
 //   auto y = ffn(h);   // [4, 8] -> [4, 12]; parameters ffn.w1.weight, ffn.w3.weight
-module;
-#include <array>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string_view>
-#include <type_traits>
-#include <utility>
 export module teeny.fixed:custom;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

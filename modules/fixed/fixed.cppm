@@ -21,6 +21,7 @@
 // plan), model (Model: the plan's steps as a tuple of executable ops with CPU kernels). Weights
 // from files: teeny.fixed.io (read_weights).
 export module teeny.fixed;
+import teeny.std;
 export import :name;
 export import :value;
 export import :layers;

@@ -5,12 +5,8 @@
 //   alignas(64) static std::byte image[decltype(mlp)::param_bytes];
 //   auto report = tf::read_weights<decltype(mlp)::network>(*file, image);   // Result<LoadReport>
 //   mlp.load(image);
-module;
-#include <cstddef>
-#include <span>
-#include <string>
-#include <vector>
 export module teeny.fixed.io;
+import teeny.std;
 import teeny.core;
 import teeny.io;
 import teeny.fixed;

@@ -10,14 +10,9 @@
 //   constexpr Conv2d<"conv1", 1, 8, 5, {.padding = 2}> conv1;
 //   auto y = relu(fc1(flatten(x)));
 module;
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <string_view>
-#include <type_traits>
-
 #include "math/elementwise.hpp"
 export module teeny.fixed:layers;
+import teeny.std;
 import teeny.core;
 import :name;
 import :value;

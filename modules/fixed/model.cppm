@@ -16,23 +16,10 @@
 // into the kernels' memory at load): they must outlive the model. The model holds
 // pointers into itself, so it is neither copied nor moved: declare it where it is used.
 module;
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <optional>
-#include <ranges>
-#include <span>
-#include <string>
-#include <string_view>
-#include <tuple>
-#include <type_traits>
-#include <utility>
-#include <variant>
-
 #include "cpu/kernels/memory.hpp"
 #include "math/elementwise.hpp"
 export module teeny.fixed:model;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

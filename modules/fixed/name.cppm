@@ -5,10 +5,8 @@
 //   Layer<"fc1"> a;
 //   constexpr Name block = "layer1.0";
 //   static_assert((block + ".conv1").view() == "layer1.0.conv1");
-module;
-#include <cstddef>
-#include <string_view>
 export module teeny.fixed:name;
+import teeny.std;
 
 export namespace teeny::fixed {
 

@@ -6,13 +6,8 @@
 //   auto x = input<"x", float, 64, 1, 28, 28>();
 //   using mlp = Network<decltype(fc3(relu(fc2(relu(fc1(flatten(x)))))))>;
 //   mlp::size == 7;  mlp::params[0].key == "fc1.weight";  mlp::param_bytes == ...
-module;
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <string_view>
-#include <type_traits>
 export module teeny.fixed:network;
+import teeny.std;
 import teeny.core;
 import :name;
 import :value;

@@ -17,13 +17,9 @@
 //   plan::steps;          // node indices in run order: fc1 (+relu), fc2 (+relu), fc3
 //   plan::arena_bytes;    // constexpr
 module;
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-
 #include "math/elementwise.hpp"
 export module teeny.fixed:plan;
+import teeny.std;
 import teeny.core;
 import :value;
 import :layers;

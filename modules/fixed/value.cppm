@@ -6,15 +6,8 @@
 //   auto x = input<"x", float, 64, 1, 28, 28>();   // Node<Input<"x">, ...>
 //   auto h = flatten(x);                             // decltype(h)::dims is Dims<64, 784>
 //   static_assert(std::same_as<decltype(h)::dims, Dims<64, 784>>);
-module;
-#include <array>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <string_view>
-#include <type_traits>
-#include <utility>
 export module teeny.fixed:value;
+import teeny.std;
 import teeny.core;
 import :name;
 

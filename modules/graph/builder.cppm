@@ -14,21 +14,8 @@
 // an invalid Value are skipped silently (the recorded error is the cause), and build() returns
 // every recorded error at once, one per line, as "node 'fc2' (linear): input f32[batch, 784] ...".
 // Unnamed nodes are called `{op}_{n}` ("relu_0", "add_1"), counting per op name from 0.
-module;
-#include <algorithm>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <map>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <variant>
-#include <vector>
 export module teeny.graph:builder;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :custom_op;

@@ -19,14 +19,8 @@
 // Customization points (free functions that use a member when the op has one):
 //   params_of(op, inputs) -> std::vector<ParamSpec>   op.params(inputs), else no parameters
 //   kind(op)              -> std::string_view         op.name() (e.g. Binary's "add"), else T::kind
-module;
-#include <concepts>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <vector>
 export module teeny.graph:concepts;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 

@@ -9,15 +9,9 @@
 //   Value y = b.add(SwiGLU{.hidden = 64}, {x}, "ffn");
 //   if (const SwiGLU* s = op_if<SwiGLU>(graph.op(id))) ...                       // in a middleware
 module;
-#include <concepts>
-#include <memory>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <vector>
+#include <memory>  // std::make_shared (modules/std.cppm says why it is not there)
 export module teeny.graph:custom_op;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

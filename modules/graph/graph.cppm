@@ -8,18 +8,9 @@
 //   g.parameters()[0].key == "fc1.weight";  g.parameter_count() == 669706;
 //   std::puts(g.summary().c_str());      // one line per node, then totals
 module;
-#include <algorithm>
-#include <array>
-#include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <variant>
-#include <vector>
 export module teeny.graph:graph;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :op;

@@ -16,6 +16,7 @@
 // same families as teeny.ops and teeny.cpu), custom_op (CustomOp, for ops defined outside teeny),
 // op (GraphOp and its visitors), graph (Graph), builder (GraphBuilder, Value).
 export module teeny.graph;
+import teeny.std;
 export import teeny.core;
 export import :tensor_type;
 export import :concepts;

@@ -7,16 +7,8 @@
 //   describe(op) == "linear(in_features=784, out_features=512, bias=true)";
 //   kind(GraphOp{Binary{BinaryOp::add}}) == "add";  describe(...) == "add()"   // Binary::kind is "binary"
 //   infer(op, input_types)  -> Result<TensorType>            // checks the arity first
-module;
-#include <concepts>
-#include <cstddef>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <variant>
-#include <vector>
 export module teeny.graph:op;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

@@ -3,16 +3,8 @@
 //
 //   Conv2d{.in_channels = 1, .out_channels = 32, .kernel = 5, .padding = 2}   // 28x28 -> 28x28
 //   params_of(conv, ...)   // weight f32[32, 1, 5, 5], bias f32[32]
-module;
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:ops_conv;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

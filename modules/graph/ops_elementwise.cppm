@@ -4,16 +4,8 @@
 //   ReLU{}                        f32[batch, 512] -> f32[batch, 512]; i64 input: an error naming i64
 //   Binary{BinaryOp::add}         f32[2, 1, 4] + f32[3, 1] -> f32[2, 3, 4]     (kind: "add")
 //   Dropout{.p = 0.1}             f32[batch, 512] -> f32[batch, 512]
-module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:ops_elementwise;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

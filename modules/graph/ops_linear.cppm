@@ -6,15 +6,8 @@
 //   fc.infer(std::vector<TensorType>{{DType::f32, {Dim::sym("batch"), 784}}})  // f32[batch, 512]
 //   params_of(fc, ...)     // weight f32[512, 784], bias f32[512]
 //   MatMul{}               // f32[j, 1, n, m] @ f32[k, m, p] -> f32[j, k, n, p]
-module;
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:ops_linear;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

@@ -5,16 +5,8 @@
 //   BatchNorm{.num_features = 64}   f32[batch, 64, 56, 56] -> same; params weight, bias,
 //                                   running_mean, running_var f32[64], num_batches_tracked i64[]
 //   LayerNorm{.normalized_shape = {768}}   f32[batch, seq, 768] -> same; weight, bias f32[768]
-module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:ops_norm;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

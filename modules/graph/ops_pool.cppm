@@ -3,16 +3,8 @@
 //
 //   MaxPool2d{.kernel = 2}                            f32[batch, 32, 28, 28] -> f32[batch, 32, 14, 14]
 //   AdaptiveAvgPool2d{.output_size = 1}               f32[batch, 512, 7, 7]  -> f32[batch, 512, 1, 1]
-module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:ops_pool;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

@@ -4,15 +4,8 @@
 //   Softmax{.axis = 1}            f32[batch, 10] -> f32[batch, 10]
 //   Reduce{ReduceOp::mean, {1}}   f32[batch, 10, 64] -> f32[batch, 64]         (kind: "mean")
 //   Reduce{ReduceOp::sum}         i32[3, 4] -> i64[]                           (as torch.sum)
-module;
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:ops_reduce;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

@@ -3,16 +3,8 @@
 //
 //   Embedding{.num_embeddings = 1000, .embedding_dim = 64}   i64[batch, seq] -> f32[batch, seq, 64]
 //   Attention{.causal = true}   q f32[b, h, L, E], k f32[b, h, S, E], v f32[b, h, S, Ev] -> f32[b, h, L, Ev]
-module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:ops_sequence;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

@@ -5,19 +5,8 @@
 //   Flatten{}                          f32[batch, 1, 28, 28] -> f32[batch, 784]
 //   Reshape{{Dim::sym("batch"), -1}}   f32[batch, 4, 8]      -> f32[batch, 32]
 //   Slice{.axis = 1, .start = -3}      f32[2, 10]            -> f32[2, 3]   (PyTorch's x[:, -3:])
-module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <iterator>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:ops_shape;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 import :concepts;

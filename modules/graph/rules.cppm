@@ -5,17 +5,8 @@
 //   window_output(x, 2, {.kernel = 5, .stride = 1, .padding = 2})   // 28 -> 28, as Conv2d(k=5, p=2)
 //   mul_dims(Dim::sym("batch"), 784)                                // 784*batch
 //   attrs({{"in_features", fmt(in)}, {"bias", fmt(bias)}})          // "in_features=784, bias=true"
-module;
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <initializer_list>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.graph:rules;
+import teeny.std;
 import teeny.core;
 import :tensor_type;
 

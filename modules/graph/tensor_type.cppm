@@ -4,12 +4,8 @@
 //   TensorType t{DType::f32, {Dim::sym("batch"), 784}};   // to_string(t) == "f32[batch, 784]"
 //   ParamSpec w{"weight", {512, 784}, DType::f32};        // stored under "fc1.weight" in node fc1
 //   Arity{1, 1}.accepts(2) == false;   Size2 k = 3;       // k == Size2{3, 3}
-module;
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <string>
 export module teeny.graph:tensor_type;
+import teeny.std;
 import teeny.core;
 
 // `{}` on members keeps designated initialisers that omit them warning-free (see :concepts).

@@ -9,20 +9,8 @@
 // keeps the value (up to rounding) — anything to a floating dtype, integers to integers when the
 // values fit; loading parameters is stricter and keeps floating to floating and integer to
 // integer. Floating to integer is never done: it would truncate, and NaN has no integer.
-module;
-#include <algorithm>
-#include <array>
-#include <bit>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <optional>
-#include <span>
-#include <string>
-#include <type_traits>
-#include <utility>
 module teeny.io:convert;
+import teeny.std;
 import teeny.core;
 
 namespace teeny::io_detail {

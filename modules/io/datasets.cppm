@@ -9,13 +9,8 @@
 // dataset-fashion-mnist installs them so, in /usr/share/datasets/fashion-mnist/).
 module;
 #include <sys/stat.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <utility>
 export module teeny.io:datasets;
+import teeny.std;
 import teeny.core;
 import :idx;
 

@@ -11,19 +11,9 @@ module;
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include <algorithm>
-#include <bit>
 #include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.io:idx;
+import teeny.std;
 import teeny.core;
 
 export namespace teeny {

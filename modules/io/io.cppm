@@ -10,6 +10,7 @@
 // The JSON reader (:json), the file mapping (:mapped_file) and the element converter (:convert)
 // are internal partitions.
 export module teeny.io;
+import teeny.std;
 export import :safetensors;
 export import :params;
 export import :idx;

@@ -9,18 +9,8 @@
 // quotes, no duplicate keys, no invalid UTF-8 or lone surrogates, no control characters inside
 // strings, nothing but whitespace after the value. Nesting deeper than 64 levels is refused so
 // that hostile input cannot exhaust the stack.
-module;
-#include <charconv>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <unordered_set>
-#include <utility>
-#include <vector>
 module teeny.io:json;
+import teeny.std;
 import teeny.core;
 
 namespace teeny::json {

@@ -11,12 +11,8 @@ module;
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstddef>
-#include <cstring>
-#include <span>
-#include <string>
-#include <utility>
 module teeny.io:mapped_file;
+import teeny.std;
 import teeny.core;
 
 namespace teeny::io_detail {

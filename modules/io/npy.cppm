@@ -12,20 +12,9 @@
 // order, in C or Fortran order (returned in C order); anything else (complex, strings, objects,
 // structured dtypes) is refused by name. Every error names the file.
 module;
-#include <algorithm>
-#include <array>
-#include <bit>
 #include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
 export module teeny.io:npy;
+import teeny.std;
 import teeny.core;
 import :mapped_file;
 

@@ -18,19 +18,8 @@
 // Floating data converts to the target's floating dtype (f64/f16/bf16 -> f32, rounding to
 // nearest even) and integers to the target's integer dtype when every value fits; those keys are
 // listed in `converted`. Floating and integer data never convert into each other.
-module;
-#include <bit>
-#include <cstddef>
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <set>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.io:params;
+import teeny.std;
 import teeny.core;
 import :safetensors;
 import :convert;

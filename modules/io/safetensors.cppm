@@ -15,22 +15,9 @@
 // so that any file that opens can be read without further checks; no input makes it crash.
 // Every error names the file and, where there is one, the tensor.
 module;
-#include <algorithm>
-#include <array>
-#include <bit>
 #include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <map>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.io:safetensors;
+import teeny.std;
 import teeny.core;
 import :json;
 import :mapped_file;

@@ -10,13 +10,8 @@
 //     auto fields() const { return std::tie(x, y); }
 //   };
 //   visit_args(args, [](const auto& field) { ... });   // x, then y
-module;
-#include <concepts>
-#include <cstddef>
-#include <tuple>
-#include <type_traits>
-#include <utility>
 export module teeny.model:args;
+import teeny.std;
 import teeny.core;
 
 export namespace teeny {

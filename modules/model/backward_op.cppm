@@ -4,12 +4,8 @@
 // silent default, so an op without a gradient just stopped it; here an op has a backward only
 // if it satisfies BackwardOp, and a training load refuses a parameter-to-loss path through an op
 // that does not.
-module;
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <span>
 export module teeny.model:backward_op;
+import teeny.std;
 import teeny.core;
 import :launch;
 import :args;

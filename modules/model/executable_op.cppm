@@ -5,17 +5,8 @@
 //
 //   using my_ops = OpSet<InputOp, relu_op, my_custom_op>;   // each checked against ExecutableOp
 //   Dag<my_ops> dag;
-module;
-#include <array>
-#include <concepts>
-#include <cstddef>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
 export module teeny.model:executable_op;
+import teeny.std;
 import teeny.core;
 import :runtime_op;
 

@@ -3,13 +3,8 @@
 // The seed passed raw pointers positionally. Here a plan binds each tensor as a TensorBinding
 // (pointer + dtype + concrete shape + row stride; teeny.core:tensor), and the op turns the
 // bindings into its own typed argument struct (see :args), checking dtypes once, at load.
-module;
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <string_view>
 export module teeny.model:launch;
+import teeny.std;
 import teeny.core;
 
 export namespace teeny {

@@ -13,17 +13,8 @@
 //     Result<bool> lower_node(LoweringContext<op_set>& ctx, NodeId node) const;   // emit ops
 //   };
 //   Result<Lowered<my_lowering::op_set>> lowered = lower_graph(my_lowering{}, graph, LoweringMode::inference);
-module;
-#include <algorithm>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 export module teeny.model:lowering;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import :executable_op;

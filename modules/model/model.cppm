@@ -2,6 +2,7 @@
 // points), ExecutableOp and op sets (extend_ops adds the user's ops, checked), Lowering, Model,
 // ArgVisitor and, in training builds, BackwardOp. See docs/architecture.md for the seed -> C++ mapping.
 export module teeny.model;
+import teeny.std;
 export import :launch;
 export import :args;
 export import :runtime_op;

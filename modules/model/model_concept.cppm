@@ -2,10 +2,8 @@
 //
 // Satisfied by the loaded run-time model (named tensors in and out) and by the static,
 // compile-time-typed model of embedded builds (typed tensors in and out).
-module;
-#include <concepts>
-#include <utility>
 export module teeny.model:model_concept;
+import teeny.std;
 import teeny.core;
 
 export namespace teeny {

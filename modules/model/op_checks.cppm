@@ -9,15 +9,8 @@
 //   // without grid(): "static assertion failed due to requirement 'always_false<swiglu_op<float>>':
 //   //   a runtime op needs `Dim3 grid(const ConcreteShape& output) const`, blocks per grid of its
 //   //   launch", note: "in instantiation of ... 'teeny::check_executable_op<swiglu_op<float>>'"
-module;
-#include <concepts>
-#include <cstddef>
-#include <span>
-#include <string_view>
-#include <type_traits>
-#include <variant>
-#include <vector>
 export module teeny.model:op_checks;
+import teeny.std;
 import teeny.core;
 import :launch;
 import :args;

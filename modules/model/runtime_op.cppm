@@ -15,15 +15,8 @@
 //   };
 //   static_assert(RuntimeOp<scale_op>);
 //   teeny::n_launches(scale_op{}) == 1;                     // defaulted: no member needed
-module;
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <vector>
 export module teeny.model:runtime_op;
+import teeny.std;
 import teeny.core;
 import :launch;
 import :args;

@@ -9,22 +9,10 @@
 //     return ok();
 //   }
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <map>
-#include <memory>
-#include <optional>
-#include <set>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
+#include <memory>  // std::make_shared (modules/std.cppm says why it is not there)
 #include "onnx/proto.hpp"
 export module teeny.onnx:context;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import :tensors;

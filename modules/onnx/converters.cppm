@@ -1,9 +1,7 @@
 // teeny.onnx:converters — the one list of the ONNX default-domain ops teeny imports, each with
 // its converter. docs/onnx-conformance.md's list of supported ops is generated from it.
-module;
-#include <span>
-#include <string_view>
 export module teeny.onnx:converters;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import :context;

@@ -8,19 +8,11 @@
 // Floats are computed in double and rounded once to their dtype; integers exactly, an overflow or
 // a division by zero being an error (ONNX leaves them undefined; teeny does not guess).
 module;
-#include <algorithm>
 #include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <optional>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
 
 #include "math/unary.hpp"
 export module teeny.onnx:fold;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.runtime;

@@ -9,22 +9,11 @@
 // and whose types never leave modules/onnx/proto.cpp. Which ops import: converters.cppm's list.
 module;
 #include <climits>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <functional>
-#include <map>
-#include <memory>
-#include <set>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
+#include <memory>  // std::make_shared (modules/std.cppm says why it is not there)
 
 #include "onnx/proto.hpp"
 export module teeny.onnx;
+import teeny.std;
 export import :tensors;
 export import :context;
 export import :converters;

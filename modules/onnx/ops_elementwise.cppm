@@ -1,18 +1,8 @@
 // teeny.onnx:ops_elementwise — converters of ONNX's elementwise ops: activations, unary math,
 // broadcasting arithmetic, and the ops that pass a value through (Identity, Dropout at inference,
 // Cast).
-module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <optional>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
 export module teeny.onnx:ops_elementwise;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import :context;

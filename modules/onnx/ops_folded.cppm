@@ -4,18 +4,9 @@
 // becomes Where(Equal(shape, -1), 1, shape)); on values computed at run time they are refused with the reason
 // (comparison and selection ops are planned).
 module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
 #include "onnx/proto.hpp"
 export module teeny.onnx:ops_folded;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import :context;

@@ -1,20 +1,8 @@
 // teeny.onnx:ops_layers — converters of ONNX's ops with weights or windows: Gemm and MatMul,
 // Conv, the pools, the normalizations, Softmax and the reductions. Weights must be constants
 // (initializers): they become the teeny op's parameters, stored under "<node>.<slot>".
-module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <vector>
 export module teeny.onnx:ops_layers;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import :context;

@@ -3,19 +3,9 @@
 // constants. A shape computation whose inputs are all known at import is folded there (PyTorch's
 // exports compute reshape targets this way), so its result is a constant.
 module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <optional>
-#include <span>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "onnx/proto.hpp"
 export module teeny.onnx:ops_shape;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import :context;

@@ -2,19 +2,11 @@
 // their dtype, their elements from the file or from an external data file beside it, checked
 // against their dims before anything is allocated.
 module;
-#include <cstddef>
-#include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <memory>
-#include <span>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "onnx/proto.hpp"
 export module teeny.onnx:tensors;
+import teeny.std;
 import teeny.core;
 
 export namespace teeny::onnx {

@@ -1,18 +1,10 @@
 // teeny.ops:common — what the standard executable ops share: the fused epilogue, typed access to
 // bindings with errors that say which operand was wrong, and the output every op records.
 module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <tuple>
-#include <utility>
-
 #include "math/elementwise.hpp"
 #include "math/pool.hpp"  // Window2d
 export module teeny.ops:common;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 

@@ -19,17 +19,8 @@
 // (fold_max_pool sets `pool`): the op's output is then the pooled one, y = max_pool(act(conv(x))),
 // and the unpooled values need not be kept: the kernel pools each image's output while it is still
 // in cache.
-module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <tuple>
-#include <utility>
-#include <vector>
 export module teeny.ops:conv;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

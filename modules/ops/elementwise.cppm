@@ -1,16 +1,8 @@
 // teeny.ops:elementwise — unary functions (activations, exp/log/...) and broadcasting binary ops.
 // Their per-element math is kernels/math/unary.hpp and elementwise.hpp, shared by the CPU and CUDA
 // kernels.
-module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <tuple>
-#include <utility>
-#include <vector>
 export module teeny.ops:elementwise;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

@@ -3,16 +3,8 @@
 //
 //   linear_op<float> fc{.attrs = {.in_features = 784, .out_features = 512}, .out = {{batch, 512}}};
 //   fc.epilogue = {.active = true, .fn = UnaryFn::relu};   // set by the lowering when it fuses a ReLU
-module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <tuple>
-#include <vector>
 export module teeny.ops:linear;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

@@ -2,18 +2,8 @@
 // rms_norm_op and group_norm_op, with PyTorch's parameters and buffers (a state_dict loads
 // strictly, BatchNorm's i64 num_batches_tracked included). The per-element math is
 // kernels/math/norm.hpp.
-module;
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <tuple>
-#include <type_traits>
-#include <vector>
 export module teeny.ops:norm;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

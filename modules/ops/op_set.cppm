@@ -1,6 +1,7 @@
 // teeny.ops:op_set — the standard op set: every executable op teeny ships, for element type T.
 // It is the single list of ops; a backend must implement each (its kernels are checked against it).
 export module teeny.ops:op_set;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import :linear;

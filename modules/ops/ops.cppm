@@ -2,6 +2,7 @@
 // standard op set. Kernels live with the backends (modules/cpu, kernels/); the per-element math
 // both share is kernels/math/.
 export module teeny.ops;
+import teeny.std;
 export import :common;
 export import :linear;
 export import :elementwise;

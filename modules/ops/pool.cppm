@@ -1,16 +1,8 @@
 // teeny.ops:pool — 2-D pooling over the last two dims of [N, C, H, W] or [C, H, W]: max_pool2d_op,
 // avg_pool2d_op and adaptive_avg_pool2d_op (torch.nn.MaxPool2d, AvgPool2d, AdaptiveAvgPool2d). The
 // window rules (padding, ceil mode, divisors) are kernels/math/pool.hpp, shared by the backends.
-module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <tuple>
-#include <utility>
-#include <vector>
 export module teeny.ops:pool;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

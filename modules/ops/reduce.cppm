@@ -5,17 +5,9 @@
 //   softmax_op<float>{.axis = 1, .log = true, .out = {{batch, 10}}};     // torch.log_softmax(x, 1)
 //   reduce_op<float>{.fn = ReduceFn::mean, .axes = {0, 2}, .out = ...};   // torch.mean(x, (0, 2))
 module;
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <tuple>
-#include <utility>
-#include <vector>
-
 #include "math/reduce.hpp"
 export module teeny.ops:reduce;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import :common;

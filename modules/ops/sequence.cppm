@@ -4,18 +4,8 @@
 //
 //   embedding_op<float>{.attrs = {.num_embeddings = 1000, .embedding_dim = 64}, .out = ...};
 //   attention_op<float>{.attrs = {.causal = true}, .out = ...};   // scale 1/sqrt(E)
-module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <tuple>
-#include <utility>
-#include <vector>
 export module teeny.ops:sequence;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

@@ -3,18 +3,9 @@
 // cast (Tensor.to). Their index rules and conversions are kernels/math/shape.hpp. Each has a
 // backward in training builds (a cast only to a floating dtype).
 module;
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-#include <tuple>
-#include <utility>
-#include <vector>
-
 #include "math/shape.hpp"
 export module teeny.ops:shape;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

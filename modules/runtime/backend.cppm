@@ -3,19 +3,8 @@
 // concepts are the optional capabilities that change how a model is loaded and run on it: memory
 // of its own (a GPU's), copies within it, zeroed memory for gradients, graph capture and replay,
 // errors reported by a run. A backend without them computes in host memory, as the CPU does.
-module;
-#include <chrono>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
-#include <vector>
 export module teeny.runtime:backend;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 

@@ -3,9 +3,8 @@
 //
 //   auto model = load_cpu(graph, {{"batch", 64}}, {.threads = 2});   // Result<CpuModel>
 //   auto exact = load_cpu<double>(graph, {{"batch", 64}});              // f64: Result<CpuModelOf<double>>
-module;
-#include <utility>
 export module teeny.runtime:cpu_model;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

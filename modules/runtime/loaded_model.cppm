@@ -18,24 +18,8 @@
 //   model->forward(in);                       // named like the graph's inputs
 //   auto logits = model->output<float>("logits");   // Result<TensorView<const float>> into the arena
 //   auto raw = model->output("logits");       // Result<TensorBinding>: dtype, shape, row stride
-module;
-#include <algorithm>
-#include <chrono>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <map>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
-#include <vector>
 export module teeny.runtime:loaded_model;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

@@ -7,13 +7,8 @@
 //
 //   BufferRequest r[] = {{1024, 0, 1}, {512, 1, 2}, {1024, 2, 3}};
 //   MemoryPlan p = plan_memory(r);     // p.arena_bytes == 1536 (the third reuses the first)
-module;
-#include <algorithm>
-#include <cstddef>
-#include <numeric>
-#include <span>
-#include <vector>
 export module teeny.runtime:memory_plan;
+import teeny.std;
 
 export namespace teeny {
 

@@ -4,24 +4,8 @@
 // kernels, and the checks made once per plan (operands, launch geometry, parameter shapes). In
 // training builds a plan also holds the gradient buffers and the backward steps. LoadedModel
 // (:loaded_model) declares these members; their definitions are here.
-module;
-#include <algorithm>
-#include <chrono>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <map>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
-#include <vector>
 export module teeny.runtime:plan;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

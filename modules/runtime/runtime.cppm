@@ -3,6 +3,7 @@
 // a kernel for every op; its plans are built in :plan and, in training builds, its backward half
 // is :training) and load_cpu, which loads one on the CPU backend.
 export module teeny.runtime;
+import teeny.std;
 export import :memory_plan;
 export import :backend;
 export import :standard_lowering;

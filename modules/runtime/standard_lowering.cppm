@@ -20,19 +20,9 @@
 //   using my_ops = extend_ops<standard_ops<float>, swiglu_op<float>>;
 //   auto mine = standard_lowering<float, my_ops, lower_swiglu>{}.lower(graph, LoweringMode::inference);
 module;
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <iterator>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <variant>
-#include <vector>
-
 #include "math/gradient.hpp"
 export module teeny.runtime:standard_lowering;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

@@ -3,21 +3,8 @@
 // parameters' gradients, and the plan's backward steps (which ops a gradient flows through, each
 // one's backward kernels bound and prepared). LoadedModel (:loaded_model) declares these members;
 // their definitions are here, so that a build without training compiles none of them.
-module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <memory>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
-#include <vector>
 export module teeny.runtime:training;
+import teeny.std;
 import teeny.core;
 import teeny.graph;
 import teeny.model;

@@ -14,19 +14,8 @@
 // Shuffling is Fisher-Yates driven by teeny's own generator (xoshiro256** 1.0 seeded through
 // splitmix64, see Xoshiro256), so an epoch's order depends only on (seed, epoch), never on the
 // standard library or on the epochs before it.
-module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <iterator>
-#include <numeric>
-#include <ranges>
-#include <span>
-#include <utility>
-#include <vector>
-
 export module teeny.train:data;
+import teeny.std;
 import teeny.core;
 
 export namespace teeny {

@@ -11,18 +11,9 @@
 // Class weights (PyTorch's `weight` argument) are not supported; targets are class indices
 // (not probabilities) and logits are [N, C] (no extra spatial dims).
 module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-
 #include "math/loss.hpp"
 export module teeny.train:loss;
+import teeny.std;
 import teeny.core;
 import :parameter;
 

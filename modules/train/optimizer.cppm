@@ -20,28 +20,13 @@
 // The groups' options (lr, ...) are not state: a schedule sets lr from the step count.
 // Not supported: PyTorch's maximize, foreach, capturable, differentiable and fused options.
 module;
-#include <algorithm>
-#include <array>
-#include <bit>
-#include <cmath>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <map>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
 #include <range/v3/view/enumerate.hpp>
 #include <range/v3/view/iota.hpp>
 #include <range/v3/view/zip.hpp>
 
 #include "math/optimizer.hpp"
 export module teeny.train:optimizer;
+import teeny.std;
 import teeny.core;
 import teeny.io;
 import :parameter;

@@ -5,17 +5,8 @@
 //   std::span<Parameter<float>> params = model.parameters();
 //   auto total = clip_grad_norm(params, 1.0);            // Result<double>: the norm before clipping
 //   zero_grad(params);
-module;
-#include <algorithm>
-#include <cmath>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <span>
-#include <string>
-#include <string_view>
 export module teeny.train:parameter;
+import teeny.std;
 import teeny.core;
 
 export namespace teeny {

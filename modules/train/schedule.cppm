@@ -10,19 +10,8 @@
 //     if (auto r = warm_then_cosine.apply(*opt, epoch); !r) return r;
 //     /* train one epoch */
 //   }
-module;
-#include <algorithm>
-#include <cmath>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <numbers>
-#include <string_view>
-#include <utility>
-#include <variant>
-#include <vector>
 export module teeny.train:schedule;
+import teeny.std;
 import teeny.core;
 import :optimizer;
 

@@ -13,6 +13,7 @@
 //     opt->zero_grad();
 //   }
 export module teeny.train;
+import teeny.std;
 export import :parameter;
 export import :loss;
 export import :optimizer;

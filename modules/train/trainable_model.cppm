@@ -8,21 +8,8 @@
 //   auto opt = AdamW<float>::create(*params, {.lr = 1e-3});
 //   ... forward, loss into model->output_grad("logits"), backward, opt->step(), model->zero_grad()
 //   save_checkpoint("ckpt.safetensors", *model, *opt);      // load_checkpoint resumes bit for bit
-module;
-#include <charconv>
-#include <cmath>
-#include <concepts>
-#include <cstddef>
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
 export module teeny.train:trainable_model;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.io;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>  // before the imports: clang 19 crashed merging string.h declared after them
 #include <span>
 #include <string>
 #include <string_view>

@@ -2,15 +2,10 @@
 // (images split over the threads) and group by group on the im2col matrix: dW_g += dz_g cols^T,
 // dcols = W_g^T dz_g scattered back into dx (col2im), db += the row sums of dz.
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <type_traits>
-
 #include "cpu/kernels/gemm.hpp"
 #include "math/pool.hpp"  // Window2d
 export module teeny.cpu:conv_backward;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

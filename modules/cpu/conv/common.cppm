@@ -2,18 +2,11 @@
 // layer's geometry, the runs of an input row a window reads, short copies and fills, the residual
 // add, the BatchNorm fold, and the estimate of a GEMM's cycles the planner compares methods by.
 module;
-#include <algorithm>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <numeric>
-#include <utility>
-
 #include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"
 #include "math/pool.hpp"  // Window2d
 export module teeny.cpu:conv_common;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

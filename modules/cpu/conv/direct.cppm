@@ -1,11 +1,9 @@
 // teeny.cpu:conv_direct — depthwise convolutions (one input channel per group), run directly:
 // their GEMMs would be mostly packing.
 module;
-#include <algorithm>
-#include <cstdint>
-
 #include "math/pool.hpp"  // Window2d
 export module teeny.cpu:conv_direct;
+import teeny.std;
 import teeny.core;
 import teeny.ops;
 import :context;

@@ -16,16 +16,11 @@
 // In f64 (exact checks, not speed) the columns are the input (1x1) or the im2col matrix, and the
 // GEMM is dgemm on the unpacked weights (run_unpacked).
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <utility>
-
 #include "cpu/kernels/gemm.hpp"
 #include "cpu/kernels/memory.hpp"
 #include "math/pool.hpp"  // Window2d, max_pool_span
 export module teeny.cpu:conv_gemm;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;

@@ -2,15 +2,11 @@
 // cpu/conv.cppm), chosen by estimated cycles for its shape, the instruction set's register tile
 // and the threads, or forced by CpuOptions::conv.
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <utility>
-
 #include "cpu/kernels/gemm.hpp"
 #include "cpu/kernels/winograd.hpp"
 #include "math/pool.hpp"  // Window2d
 export module teeny.cpu:conv_plan;
+import teeny.std;
 import teeny.core;
 import teeny.ops;
 import :context;

@@ -3,15 +3,11 @@
 // Memory, planned from the shapes alone (conv_memory, for typed models). See cpu/conv.cppm for
 // the methods themselves.
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-
 #include "cpu/kernels/gemm.hpp"
 #include "cpu/kernels/memory.hpp"
 #include "cpu/kernels/winograd.hpp"
 export module teeny.cpu:conv_state;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import :context;

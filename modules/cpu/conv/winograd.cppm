@@ -8,16 +8,12 @@
 // round the threads, and where there are too few (batch 1) a block's tiles or its output channels
 // are split between the threads.
 module;
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <utility>
-
 #include "cpu/kernels/gemm.hpp"
 #include "cpu/kernels/memory.hpp"
 #include "cpu/kernels/winograd.hpp"
 #include "math/pool.hpp"  // Window2d
 export module teeny.cpu:conv_winograd;
+import teeny.std;
 import teeny.core;
 import teeny.model;
 import teeny.ops;
