@@ -394,7 +394,15 @@ int load_and_run(const teeny::onnx::ImportedModel& imported, const teeny::Bindin
     if (auto loaded = model->load_weights(*params); !loaded) return fail_with(loaded.error());
     return run_model(*model, opt, inputs, expected);
   };
-  if (opt.device == "cuda") return finish(teeny::cuda::load_cuda<T>(imported.graph, dims));
+  if (opt.device == "cuda") {
+#if TEENY_HAS_CUDA
+    return finish(teeny::cuda::load_cuda<T>(imported.graph, dims));
+#else
+    // Without CUDA load_cuda only fails, and calling it would compile the CUDA model here (the
+    // library instantiates it only in CUDA builds): five minutes of the sanitized builds.
+    return fail_with(teeny::cuda::not_compiled_in("--device cuda"));
+#endif
+  }
   teeny::CpuOptions cpu;
   cpu.threads = static_cast<std::size_t>(opt.threads);
   return finish(teeny::load_cpu<T>(imported.graph, dims, cpu));
