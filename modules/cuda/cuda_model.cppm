@@ -32,11 +32,16 @@ using CudaModel = CudaModelOf<float>;
 template <Lowering L>
 Result<LoadedModel<CudaContext, typename L::op_set>> load_cuda(const Graph& graph, const L& lowering,
                                                                const Bindings& dims, CudaOptions options = {}) {
-  auto lowered = lowering.lower(graph, LoweringMode::inference);
-  if (!lowered) return std::move(lowered).error();
-  auto cuda = CudaContext::create(options);
-  if (!cuda) return std::move(cuda).error();
-  return LoadedModel<CudaContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cuda), dims);
+  if constexpr (!compiled_in) {
+    // Said without instantiating the model: a build without CUDA does not compile it (minutes).
+    return not_compiled_in(cat("selecting CUDA device ", options.device));
+  } else {
+    auto lowered = lowering.lower(graph, LoweringMode::inference);
+    if (!lowered) return std::move(lowered).error();
+    auto cuda = CudaContext::create(options);
+    if (!cuda) return std::move(cuda).error();
+    return LoadedModel<CudaContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cuda), dims);
+  }
 }
 
 /// The lowering load_cuda uses by default: the standard lowering without its max-pool fold. A
@@ -65,11 +70,15 @@ template <Lowering L>
 Result<LoadedModel<CudaContext, typename L::op_set>> load_cuda_for_training(const Graph& graph, const L& lowering,
                                                                             const Bindings& dims,
                                                                             CudaOptions options = {}) {
-  auto lowered = lowering.lower(graph, LoweringMode::training);
-  if (!lowered) return std::move(lowered).error();
-  auto cuda = CudaContext::create(options);
-  if (!cuda) return std::move(cuda).error();
-  return LoadedModel<CudaContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cuda), dims);
+  if constexpr (!compiled_in) {
+    return not_compiled_in(cat("selecting CUDA device ", options.device));  // as load_cuda
+  } else {
+    auto lowered = lowering.lower(graph, LoweringMode::training);
+    if (!lowered) return std::move(lowered).error();
+    auto cuda = CudaContext::create(options);
+    if (!cuda) return std::move(cuda).error();
+    return LoadedModel<CudaContext, typename L::op_set>::load(graph, std::move(*lowered), std::move(*cuda), dims);
+  }
 }
 template <FloatElement T = float>
 Result<CudaModelOf<T>> load_cuda_for_training(const Graph& graph, const Bindings& dims, CudaOptions options = {}) {

@@ -419,3 +419,23 @@ TEST_CASE("cuda: streams and events, or the error saying why there are none") {
   REQUIRE(ms);
   CHECK(*ms >= 0.0f);
 }
+
+#if !TEENY_HAS_CUDA
+// (tests/cuda/test_models.cpp, built with CUDA only, checks what load_cuda says without a GPU.)
+TEST_CASE("cuda: load_cuda in a build without CUDA fails, saying so") {
+  teeny::GraphBuilder b;
+  const teeny::Value x = b.input("x", teeny::DType::f32, {2, 3});
+  b.output("y", b.relu(x));
+  auto graph = std::move(b).build();
+  REQUIRE(graph);
+  const auto check = [](const auto& model) {
+    REQUIRE_FALSE(model);
+    CAPTURE(model.error().message());
+    CHECK(model.error().code() == Errc::unsupported);
+    CHECK(contains(model.error().message(), "selecting CUDA device"));
+    CHECK(contains(model.error().message(), "built without CUDA"));
+  };
+  check(teeny::cuda::load_cuda(*graph, {}));
+  check(teeny::cuda::load_cuda<double>(*graph, {}, {.device = 2}));
+}
+#endif
