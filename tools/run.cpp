@@ -398,7 +398,7 @@ int load_and_run(const teeny::onnx::ImportedModel& imported, const teeny::Bindin
 #if TEENY_HAS_CUDA
     return finish(teeny::cuda::load_cuda<T>(imported.graph, dims));
 #else
-    // Without CUDA load_cuda only fails, and calling it would compile the CUDA model here (the
+    // Without CUDA load_cuda only fails, and running its model would compile that model here (the
     // library instantiates it only in CUDA builds): five minutes of the sanitized builds.
     return fail_with(teeny::cuda::not_compiled_in("--device cuda"));
 #endif
