@@ -1,8 +1,9 @@
 #pragma once
 // Device-side helpers the kernels share: loads and stores in each element type's compute type
 // (f16 and bf16 store 16 bits and compute in float, as PyTorch does), element counts and offsets
-// of a DeviceTensor, grid-stride indices, a block-wide sum, the check that an entry point takes
-// its parameter list, and the list of element types every kernel is instantiated for.
+// of a DeviceTensor, grid-stride indices, a block-wide sum, integer indices of a run-time dtype,
+// the check that an entry point takes its parameter list, and the list of element types every
+// kernel is instantiated for.
 #include <cstdint>
 #include <type_traits>
 
@@ -86,6 +87,28 @@ __device__ inline double block_sum(double v) {
   const double total = partial[0];
   __syncthreads();  // `partial` is reused by the next call
   return total;
+}
+
+/// Index `i` of the integers of dtype `code` at `indices` (an embedding's indices, a loss's
+/// targets), widened; `in_range_type` is false for a u64 above int64's range and for a dtype that
+/// is not an integer one.
+__device__ inline std::int64_t index_at(const void* indices, DTypeCode code, std::int64_t i, bool& in_range_type) {
+  in_range_type = true;
+  switch (code) {
+    case DTypeCode::i8: return static_cast<const std::int8_t*>(indices)[i];
+    case DTypeCode::i16: return static_cast<const std::int16_t*>(indices)[i];
+    case DTypeCode::i32: return static_cast<const std::int32_t*>(indices)[i];
+    case DTypeCode::i64: return static_cast<const std::int64_t*>(indices)[i];
+    case DTypeCode::u8: return static_cast<const std::uint8_t*>(indices)[i];
+    case DTypeCode::u16: return static_cast<const std::uint16_t*>(indices)[i];
+    case DTypeCode::u32: return static_cast<const std::uint32_t*>(indices)[i];
+    case DTypeCode::u64: {
+      const std::uint64_t u = static_cast<const std::uint64_t*>(indices)[i];
+      in_range_type = u < (std::uint64_t{1} << 63);
+      return static_cast<std::int64_t>(u);
+    }
+    default: in_range_type = false; return -1;
+  }
 }
 
 /// `Kernel` (a __global__ function) takes exactly the parameters of `List`, in order.

@@ -136,6 +136,20 @@ using SoftmaxParamList =
 template <class T>
 using ReduceParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, math::ReduceFn, std::uint32_t>;
 
+/// arg_reduce_op: x contiguous, read as [outer, n, inner], y [outer * inner] i64 indices along n;
+/// outer, n, inner, min (argmin), last (select_last_index).
+template <class T>
+using ArgReduceParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<std::int64_t>, std::int64_t, std::int64_t, std::int64_t, bool, bool>;
+
+/// nll_loss_op: x [n, classes, inner] contiguous, `n * inner` targets of an integer dtype, weight
+/// [classes] or empty, y [n * inner] (mode none) or [1]; n, classes, inner, whether ignore_index
+/// applies, ignore_index, the mode.
+template <class T>
+using NllLossParamList =
+    ParamList<DeviceTensor<const T>, const void*, DTypeCode, DeviceTensor<const T>, DeviceTensor<T>, std::int64_t,
+              std::int64_t, std::int64_t, bool, std::int64_t, math::LossMode>;
+
 /// batch_norm_op: x, weight, bias, running_mean, running_var, y, eps, the fused activation,
 /// num_batches_tracked, momentum; x and y [N, C, S], weight to running_var [C] or empty. Without
 /// running statistics, or in the training phase, the batch's own (training: running ones updated).
@@ -218,6 +232,9 @@ template <class T>
 using SoftmaxBackwardParamList = BackwardParams<SoftmaxParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
 template <class T>
 using ReduceBackwardParamList = BackwardParams<ReduceParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+/// nll_loss: dy (as y), dx (as x), dweight (as weight).
+template <class T>
+using NllLossBackwardParamList = BackwardParams<NllLossParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;
 
 /// binary: dy, da and db (each as y, stride 0 along the dims its operand was broadcast over).
 template <class T>

@@ -1,6 +1,6 @@
-// Reduction kernels: softmax / log_softmax along one dim, and sum / mean / amax over a set of
-// dims, instantiated per element type as teeny_<op>_<dtype>; and their backward kernels
-// (training), teeny_<op>_backward_<dtype>. Sums accumulate in double, as the CPU kernels do; the
+// Reduction kernels: softmax / log_softmax along one dim, sum / mean / amax / prod over a set of
+// dims, argmax / argmin, and the negative log-likelihood loss, instantiated per element type as teeny_<op>_<dtype>; and
+// their backward kernels (training), teeny_<op>_backward_<dtype>. Sums accumulate in double, as the CPU kernels do; the
 // per-element rules (NaN propagation, a mean of nothing) are kernels/math/reduce.hpp's.
 #include <cuda_runtime.h>
 
@@ -73,7 +73,75 @@ __device__ void reduce(const DeviceTensor<const T>& x, const DeviceTensor<T>& y,
     case math::ReduceFn::sum: reduce_with<math::ReduceFn::sum>(x, y, reduced); break;
     case math::ReduceFn::mean: reduce_with<math::ReduceFn::mean>(x, y, reduced); break;
     case math::ReduceFn::max: reduce_with<math::ReduceFn::max>(x, y, reduced); break;
+    case math::ReduceFn::prod: reduce_with<math::ReduceFn::prod>(x, y, reduced); break;
   }
+}
+
+// One thread a line along the axis, as the CPU: the index of the first (last) extreme.
+template <class T>
+__device__ void arg_reduce(const DeviceTensor<const T>& x, const DeviceTensor<std::int64_t>& y, std::int64_t outer,
+                           std::int64_t n, std::int64_t inner, bool min, bool last) {
+  const std::int64_t lines = outer * inner;
+  for (std::int64_t line = first_index(); line < lines; line += grid_stride()) {
+    const T* in = x.data + (line / inner) * n * inner + line % inner;
+    std::int64_t best = 0;
+    for (std::int64_t i = 1; i < n; ++i) {
+      if (math::arg_replaces(load(in + i * inner), load(in + best * inner), min, last)) best = i;
+    }
+    y.data[line] = best;
+  }
+}
+
+// Term i of a negative log-likelihood (i = n * inner + d): its weight (math::nll_weight's rules)
+// and, when it reads the input, the input's offset.
+struct NllTerm {
+  double weight;
+  bool read;
+  std::int64_t offset;
+};
+template <class T>
+__device__ NllTerm nll_term(const DeviceTensor<const T>& weight, const void* target, DTypeCode target_dtype,
+                            std::int64_t classes, std::int64_t inner, bool ignoring, std::int64_t ignore_index,
+                            std::int64_t i) {
+  bool fits = false;
+  const std::int64_t t = index_at(target, target_dtype, i, fits);
+  const bool in_range = fits && t >= 0 && t < classes;
+  const bool ignored = fits && ignoring && t == ignore_index;
+  const double class_weight = !in_range                ? 0.0
+                              : weight.data != nullptr ? static_cast<double>(load(weight.data + t))
+                                                       : 1.0;
+  const double w = math::nll_weight(ignored, in_range, class_weight);
+  return {w, in_range && !ignored, ((i / inner) * classes + (in_range ? t : 0)) * inner + i % inner};
+}
+
+// none: a thread a term. sum and mean: one block (the grid's first), each thread summing a
+// strided share of the terms and weights in double, then block_sum: the same order every run.
+template <class T>
+__device__ void nll_loss(const DeviceTensor<const T>& x, const void* target, DTypeCode target_dtype,
+                         const DeviceTensor<const T>& weight, const DeviceTensor<T>& y, std::int64_t n,
+                         std::int64_t classes, std::int64_t inner, bool ignoring, std::int64_t ignore_index,
+                         math::LossMode mode) {
+  const std::int64_t terms = n * inner;
+  if (mode == math::LossMode::none) {
+    for (std::int64_t i = first_index(); i < terms; i += grid_stride()) {
+      const NllTerm term = nll_term(weight, target, target_dtype, classes, inner, ignoring, ignore_index, i);
+      const double v = term.read ? static_cast<double>(load(x.data + term.offset)) : 0.0;
+      store(y.data + i, static_cast<compute_t<T>>(-term.weight * v));
+    }
+    return;
+  }
+  if (blockIdx.x != 0) return;
+  double sum = 0;
+  double weights = 0;
+  for (std::int64_t i = threadIdx.x; i < terms; i += blockDim.x) {
+    const NllTerm term = nll_term(weight, target, target_dtype, classes, inner, ignoring, ignore_index, i);
+    const double v = term.read ? static_cast<double>(load(x.data + term.offset)) : 0.0;
+    sum += -term.weight * v;
+    weights += term.weight;
+  }
+  sum = block_sum(sum);
+  weights = block_sum(weights);
+  if (threadIdx.x == 0) store(y.data, static_cast<compute_t<T>>(math::nll_finish(sum, weights, mode)));
 }
 
 // ---- Backward kernels (training) ----
@@ -177,7 +245,51 @@ __device__ void reduce_backward(const DeviceTensor<const T>& x, const DeviceTens
         store(grad, load(grad) + g / static_cast<C>(max_ties(x, reduced, i, max)));
         break;
       }
+      case math::ReduceFn::prod: break;  // no backward: reduce_op's pack_backward_args refuses it
     }
+  }
+}
+
+// dx: a thread a term, dx[n, t, d] += -weight[t] * g; dweight: a thread a class, summing
+// (-x - loss for mean, else -x) * g over its terms in order; g the term's dy (none) or the loss's,
+// divided for mean by the summed weights, which every thread sums itself in target order (a loss
+// has few terms; no thread waits for another). The CPU's rules (modules/cpu/reduce.cppm).
+template <class T>
+__device__ void nll_loss_backward(const DeviceTensor<const T>& x, const void* target, DTypeCode target_dtype,
+                                  const DeviceTensor<const T>& weight, const DeviceTensor<T>& y, std::int64_t n,
+                                  std::int64_t classes, std::int64_t inner, bool ignoring, std::int64_t ignore_index,
+                                  math::LossMode mode, const DeviceTensor<T>& dy, const DeviceTensor<T>& dx,
+                                  const DeviceTensor<T>& dweight) {
+  const std::int64_t terms = n * inner;
+  double scale = 1.0;
+  if (mode == math::LossMode::mean) {
+    double weights = 0;
+    for (std::int64_t i = 0; i < terms; ++i) {
+      weights += nll_term(weight, target, target_dtype, classes, inner, ignoring, ignore_index, i).weight;
+    }
+    scale = 1.0 / weights;
+  }
+  const auto grad = [&](std::int64_t i) {
+    return static_cast<double>(load(dy.data + (mode == math::LossMode::none ? i : 0))) * scale;
+  };
+  if (dx.data != nullptr) {
+    for (std::int64_t i = first_index(); i < terms; i += grid_stride()) {
+      const NllTerm term = nll_term(weight, target, target_dtype, classes, inner, ignoring, ignore_index, i);
+      if (!term.read) continue;
+      store(dx.data + term.offset, load(dx.data + term.offset) + static_cast<compute_t<T>>(-term.weight * grad(i)));
+    }
+  }
+  if (dweight.data == nullptr) return;
+  const double loss = mode == math::LossMode::mean ? static_cast<double>(load(y.data)) : 0.0;
+  for (std::int64_t c = first_index(); c < classes; c += grid_stride()) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < terms; ++i) {
+      const NllTerm term = nll_term(weight, target, target_dtype, classes, inner, ignoring, ignore_index, i);
+      if (term.read && (term.offset / inner) % classes == c) {
+        sum += (-static_cast<double>(load(x.data + term.offset)) - loss) * grad(i);
+      }
+    }
+    store(dweight.data + c, load(dweight.data + c) + static_cast<compute_t<T>>(sum));
   }
 }
 
@@ -185,6 +297,7 @@ __device__ void reduce_backward(const DeviceTensor<const T>& x, const DeviceTens
 }  // namespace teeny::cuda_kernels
 
 using teeny::cuda_kernels::DeviceTensor;
+using teeny::cuda_kernels::DTypeCode;
 
 #define TEENY_REDUCE_ENTRIES(T, suffix)                                                                               \
   extern "C" __global__ void teeny_softmax_##suffix(DeviceTensor<const T> x, DeviceTensor<T> y, std::int64_t outer,   \
@@ -216,12 +329,44 @@ using teeny::cuda_kernels::DeviceTensor;
 TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRIES)
 #undef TEENY_REDUCE_ENTRIES
 
+#define TEENY_NLL_ENTRIES(T, suffix)                                                                                   \
+  extern "C" __global__ void teeny_arg_reduce_##suffix(DeviceTensor<const T> x, DeviceTensor<std::int64_t> y,          \
+                                                       std::int64_t outer, std::int64_t n, std::int64_t inner,         \
+                                                       bool min, bool last) {                                          \
+    teeny::cuda_kernels::arg_reduce<T>(x, y, outer, n, inner, min, last);                                              \
+  }                                                                                                                    \
+  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::ArgReduceParamList<T>,                          \
+                                                  decltype(teeny_arg_reduce_##suffix)>);                               \
+  extern "C" __global__ void teeny_nll_loss_##suffix(                                                                  \
+      DeviceTensor<const T> x, const void* target, DTypeCode target_dtype, DeviceTensor<const T> weight,               \
+      DeviceTensor<T> y, std::int64_t n, std::int64_t classes, std::int64_t inner, bool ignoring,                      \
+      std::int64_t ignore_index, teeny::math::LossMode mode) {                                                         \
+    teeny::cuda_kernels::nll_loss<T>(x, target, target_dtype, weight, y, n, classes, inner, ignoring, ignore_index,    \
+                                     mode);                                                                            \
+  }                                                                                                                    \
+  static_assert(                                                                                                       \
+      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::NllLossParamList<T>, decltype(teeny_nll_loss_##suffix)>); \
+  extern "C" __global__ void teeny_nll_loss_backward_##suffix(                                                         \
+      DeviceTensor<const T> x, const void* target, DTypeCode target_dtype, DeviceTensor<const T> weight,               \
+      DeviceTensor<T> y, std::int64_t n, std::int64_t classes, std::int64_t inner, bool ignoring,                      \
+      std::int64_t ignore_index, teeny::math::LossMode mode, DeviceTensor<T> dy, DeviceTensor<T> dx,                   \
+      DeviceTensor<T> dweight) {                                                                                       \
+    teeny::cuda_kernels::nll_loss_backward<T>(x, target, target_dtype, weight, y, n, classes, inner, ignoring,         \
+                                              ignore_index, mode, dy, dx, dweight);                                    \
+  }                                                                                                                    \
+  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::NllLossBackwardParamList<T>,                    \
+                                                  decltype(teeny_nll_loss_backward_##suffix)>);
+TEENY_CUDA_FOR_EACH_FLOAT(TEENY_NLL_ENTRIES)
+#undef TEENY_NLL_ENTRIES
+
 namespace teeny::cuda_kernels {
 
 KernelTable reduce_kernels() noexcept {
-#define TEENY_REDUCE_ENTRY(T, suffix)                                                    \
-  TEENY_KERNEL_ENTRY(teeny_softmax_##suffix), TEENY_KERNEL_ENTRY(teeny_reduce_##suffix), \
-      TEENY_KERNEL_ENTRY(teeny_softmax_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_reduce_backward_##suffix),
+#define TEENY_REDUCE_ENTRY(T, suffix)                                                                          \
+  TEENY_KERNEL_ENTRY(teeny_softmax_##suffix), TEENY_KERNEL_ENTRY(teeny_reduce_##suffix),                       \
+      TEENY_KERNEL_ENTRY(teeny_softmax_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_reduce_backward_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_nll_loss_##suffix), TEENY_KERNEL_ENTRY(teeny_nll_loss_backward_##suffix),       \
+      TEENY_KERNEL_ENTRY(teeny_arg_reduce_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRY)};
 #undef TEENY_REDUCE_ENTRY
   return table_of(entries);

@@ -17,26 +17,6 @@
 namespace teeny::cuda_kernels {
 namespace {
 
-// Index `i` of `count` integers of dtype `code` at `indices`, widened; -1 for a non-integer dtype.
-__device__ inline std::int64_t index_at(const void* indices, DTypeCode code, std::int64_t i, bool& in_range_type) {
-  in_range_type = true;
-  switch (code) {
-    case DTypeCode::i8: return static_cast<const std::int8_t*>(indices)[i];
-    case DTypeCode::i16: return static_cast<const std::int16_t*>(indices)[i];
-    case DTypeCode::i32: return static_cast<const std::int32_t*>(indices)[i];
-    case DTypeCode::i64: return static_cast<const std::int64_t*>(indices)[i];
-    case DTypeCode::u8: return static_cast<const std::uint8_t*>(indices)[i];
-    case DTypeCode::u16: return static_cast<const std::uint16_t*>(indices)[i];
-    case DTypeCode::u32: return static_cast<const std::uint32_t*>(indices)[i];
-    case DTypeCode::u64: {
-      const std::uint64_t u = static_cast<const std::uint64_t*>(indices)[i];
-      in_range_type = u < (std::uint64_t{1} << 63);
-      return static_cast<std::int64_t>(u);
-    }
-    default: in_range_type = false; return -1;
-  }
-}
-
 template <class T>
 __device__ void embedding(const void* indices, DTypeCode index_dtype, std::int64_t count,
                           const DeviceTensor<const T>& weight, const DeviceTensor<T>& y) {

@@ -1,7 +1,9 @@
-// teeny.cpu:reduce — CPU kernels of softmax_op (softmax / log_softmax along one axis) and reduce_op
-// (sum, mean, amax over axes). The per-element math is kernels/math/reduce.hpp.
+// teeny.cpu:reduce — CPU kernels of softmax_op (softmax / log_softmax along one axis), reduce_op
+// (sum, mean, amax, prod over axes), arg_reduce_op (argmax, argmin) and nll_loss_op. The per-element math is
+// kernels/math/reduce.hpp.
 module;
 #include <cmath>
+#include <cstdint>  // INT64_MAX
 
 #include "math/reduce.hpp"
 export module teeny.cpu:reduce;
@@ -31,7 +33,20 @@ Result<NoState> prepare_backward_kernel(const reduce_op<T>& op, const InputGradA
 template <CpuReal T>
 void run_backward_kernel(const reduce_op<T>& op, const InputGradArgs<ReduceArgs<T>, T>& args, NoState& state,
                          CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const nll_loss_op<T>& op, const NllLossBackwardArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const nll_loss_op<T>& op, const NllLossBackwardArgs<T>& args, NoState& state, CpuContext& cpu);
 #endif
+
+template <CpuReal T>
+Result<NoState> prepare_kernel(const arg_reduce_op<T>& op, const ArgReduceArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const arg_reduce_op<T>& op, const ArgReduceArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const nll_loss_op<T>& op, const NllLossArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const nll_loss_op<T>& op, const NllLossArgs<T>& args, NoState& state, CpuContext& cpu);
 
 /// A reduction's loop nest, worked out once at load: x's dims (size-1 ones dropped) merged into runs
 /// that are all kept or all reduced. Each output row is a run of `inner` contiguous outputs.
@@ -284,7 +299,77 @@ void run_kernel(const reduce_op<T>&, const ReduceArgs<T>& args, ReducePlan& plan
     case ReduceFn::sum: return run_reduce<ReduceFn::sum>(args, plan, cpu);
     case ReduceFn::mean: return run_reduce<ReduceFn::mean>(args, plan, cpu);
     case ReduceFn::max: return run_reduce<ReduceFn::max>(args, plan, cpu);
+    case ReduceFn::prod: return run_reduce<ReduceFn::prod>(args, plan, cpu);
   }
+}
+
+template <CpuReal T>
+Result<NoState> prepare_kernel(const arg_reduce_op<T>&, const ArgReduceArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+
+// A line along the axis at a time; the lines split over the threads.
+template <CpuReal T>
+void run_kernel(const arg_reduce_op<T>&, const ArgReduceArgs<T>& a, NoState&, CpuContext& cpu) {
+  parallel_chunks(cpu, a.outer * a.inner, a.n, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t line = begin; line < end; ++line) {
+      const T* x = a.x.data + (line / a.inner) * a.n * a.inner + line % a.inner;
+      std::int64_t best = 0;
+      for (std::int64_t i = 1; i < a.n; ++i) {
+        if (math::arg_replaces(x[i * a.inner], x[best * a.inner], a.min, a.last)) best = i;
+      }
+      a.y.data[line] = best;
+    }
+  });
+}
+
+namespace {
+// Term i's target (i = n * inner + d) as int64, and whether it names a class; calls
+// visit(i, weight, x offset) for each term in order, the x offset valid only when the weight
+// came from a class (math::nll_weight's rules).
+template <class T, class Visit>
+void for_each_nll_term(const NllLossArgs<T>& a, Visit visit) {
+  visit_dtype(a.target_dtype, [&]<class I>(std::type_identity<I>) {
+    if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+      const I* targets = static_cast<const I*>(a.target);
+      const std::int64_t terms = a.n * a.inner;
+      for (std::int64_t i = 0; i < terms; ++i) {
+        const I raw = targets[i];
+        // A u64 above int64's range is out of range, not a negative index.
+        const bool fits = !std::is_unsigned_v<I> || static_cast<std::uint64_t>(raw) <= std::uint64_t{INT64_MAX};
+        const auto t = static_cast<std::int64_t>(raw);
+        const bool in_range = fits && t >= 0 && t < a.classes;
+        const bool ignored = fits && a.ignoring && t == a.ignore_index;
+        const T class_weight = !in_range ? T(0) : a.weight.data != nullptr ? a.weight.data[t] : T(1);
+        const T w = math::nll_weight(ignored, in_range, class_weight);
+        const std::int64_t offset = ((i / a.inner) * a.classes + (in_range ? t : 0)) * a.inner + i % a.inner;
+        visit(i, w, in_range && !ignored, offset);
+      }
+    }
+  });
+}
+}  // namespace
+
+template <CpuReal T>
+Result<NoState> prepare_kernel(const nll_loss_op<T>&, const NllLossArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+
+// One pass in target order (the loss of a classifier's batch is small work: no threads).
+template <CpuReal T>
+void run_kernel(const nll_loss_op<T>&, const NllLossArgs<T>& a, NoState&, CpuContext&) {
+  double terms = 0;
+  double weights = 0;
+  for_each_nll_term(a, [&](std::int64_t i, T w, bool read, std::int64_t offset) {
+    const double term = -static_cast<double>(w) * (read ? static_cast<double>(a.x.data[offset]) : 0.0);
+    if (a.mode == LossMode::none) {
+      a.y.data[i] = static_cast<T>(term);
+    } else {
+      terms += term;
+      weights += static_cast<double>(w);
+    }
+  });
+  if (a.mode != LossMode::none) a.y.data[0] = static_cast<T>(math::nll_finish(terms, weights, a.mode));
 }
 
 #if TEENY_TRAINING
@@ -380,26 +465,57 @@ void run_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>,
       });
       break;
     }
+    case ReduceFn::prod: break;  // no backward: reduce_op's pack_backward_args refuses it
   }
+}
+
+template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+
+template <CpuReal T>
+void run_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>& g, NoState&, CpuContext&) {
+  const NllLossArgs<T>& a = g.forward;
+  double weights = 0;
+  if (a.mode == LossMode::mean) for_each_nll_term(a, [&](std::int64_t, T w, bool, std::int64_t) { weights += w; });
+  const double scale = a.mode == LossMode::mean ? 1.0 / weights : 1.0;
+  const double loss = a.mode == LossMode::mean ? static_cast<double>(a.y.data[0]) : 0.0;
+  for_each_nll_term(a, [&](std::int64_t i, T w, bool read, std::int64_t offset) {
+    if (!read) return;  // an ignored target's term is constant; an out-of-range one's is NaN already
+    const double dy = (a.mode == LossMode::none ? g.dy.data[i] : g.dy.data[0]) * scale;
+    if (g.dx.data != nullptr) g.dx.data[offset] += static_cast<T>(-static_cast<double>(w) * dy);
+    if (g.dweight.data != nullptr) {
+      const std::int64_t t = (offset / a.inner) % a.classes;
+      g.dweight.data[t] += static_cast<T>((-static_cast<double>(a.x.data[offset]) - loss) * dy);
+    }
+  });
 }
 #endif
 
 // Every kernel above compiled here, once per element type: importers call these instances.
-#define TEENY_CPU_INSTANCES(T)                                                                        \
-  template Result<NoState> prepare_kernel(const softmax_op<T>&, const SoftmaxArgs<T>&, CpuContext&);  \
-  template void run_kernel(const softmax_op<T>&, const SoftmaxArgs<T>&, NoState&, CpuContext&);       \
-  template Result<ReducePlan> prepare_kernel(const reduce_op<T>&, const ReduceArgs<T>&, CpuContext&); \
-  template void run_kernel(const reduce_op<T>&, const ReduceArgs<T>&, ReducePlan&, CpuContext&);      \
+#define TEENY_CPU_INSTANCES(T)                                                                            \
+  template Result<NoState> prepare_kernel(const softmax_op<T>&, const SoftmaxArgs<T>&, CpuContext&);      \
+  template void run_kernel(const softmax_op<T>&, const SoftmaxArgs<T>&, NoState&, CpuContext&);           \
+  template Result<ReducePlan> prepare_kernel(const reduce_op<T>&, const ReduceArgs<T>&, CpuContext&);     \
+  template void run_kernel(const reduce_op<T>&, const ReduceArgs<T>&, ReducePlan&, CpuContext&);          \
+  template Result<NoState> prepare_kernel(const arg_reduce_op<T>&, const ArgReduceArgs<T>&, CpuContext&); \
+  template void run_kernel(const arg_reduce_op<T>&, const ArgReduceArgs<T>&, NoState&, CpuContext&);      \
+  template Result<NoState> prepare_kernel(const nll_loss_op<T>&, const NllLossArgs<T>&, CpuContext&);     \
+  template void run_kernel(const nll_loss_op<T>&, const NllLossArgs<T>&, NoState&, CpuContext&);          \
   TEENY_CPU_BACKWARD_INSTANCES(T)
 #if TEENY_TRAINING
-#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                           \
-  template Result<NoState> prepare_backward_kernel(const softmax_op<T>&, const InputGradArgs<SoftmaxArgs<T>, T>&, \
-                                                   CpuContext&);                                                  \
-  template void run_backward_kernel(const softmax_op<T>&, const InputGradArgs<SoftmaxArgs<T>, T>&, NoState&,      \
-                                    CpuContext&);                                                                 \
-  template Result<NoState> prepare_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>&,   \
-                                                   CpuContext&);                                                  \
-  template void run_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>&, NoState&, CpuContext&);
+#define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                                \
+  template Result<NoState> prepare_backward_kernel(const softmax_op<T>&, const InputGradArgs<SoftmaxArgs<T>, T>&,      \
+                                                   CpuContext&);                                                       \
+  template void run_backward_kernel(const softmax_op<T>&, const InputGradArgs<SoftmaxArgs<T>, T>&, NoState&,           \
+                                    CpuContext&);                                                                      \
+  template Result<NoState> prepare_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>&,        \
+                                                   CpuContext&);                                                       \
+  template void run_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>&, NoState&,             \
+                                    CpuContext&);                                                                      \
+  template Result<NoState> prepare_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>&, CpuContext&); \
+  template void run_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>&, NoState&, CpuContext&);
 #else
 #define TEENY_CPU_BACKWARD_INSTANCES(T)
 #endif

@@ -296,6 +296,15 @@ struct KernelParams<reduce_op<T>> {
   using backward = cuda_kernels::ReduceBackwardParamList<T>;
 };
 template <FloatElement T>
+struct KernelParams<arg_reduce_op<T>> {
+  using type = cuda_kernels::ArgReduceParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<nll_loss_op<T>> {
+  using type = cuda_kernels::NllLossParamList<T>;
+  using backward = cuda_kernels::NllLossBackwardParamList<T>;
+};
+template <FloatElement T>
 struct KernelParams<embedding_op<T>> {
   using type = cuda_kernels::EmbeddingParamList<T>;
   using backward = cuda_kernels::EmbeddingBackwardParamList<T>;

@@ -120,6 +120,12 @@ struct EmbeddingOptions {
   DType dtype = DType::f32;
 };
 
+struct NllLossOptions {
+  std::optional<Value> weight{};  // class weights [C]
+  LossReduction reduction = LossReduction::mean;
+  std::optional<std::int64_t> ignore_index = -100;  // none: every target counts
+};
+
 struct AttentionOptions {
   bool causal = false;
   std::optional<double> scale{};  // none: 1/sqrt(E)
@@ -210,6 +216,16 @@ class GraphBuilder {
   Value mean(Value x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
   /// torch.amax (the values only).
   Value max(Value x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
+  /// torch.prod.
+  Value prod(Value x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
+  /// torch.argmax / torch.argmin along `axis` (i64 indices; ties: the first, or the last with
+  /// select_last_index).
+  Value argmax(Value x, std::int64_t axis, bool keepdim = false, bool select_last_index = false);
+  Value argmin(Value x, std::int64_t axis, bool keepdim = false, bool select_last_index = false);
+
+  // ---- losses
+  /// F.nll_loss(input [N, C, d...], target [N, d...], weight, ignore_index, reduction).
+  Value nll_loss(Value input, Value target, NllLossOptions options = {});
 
   // ---- shape ops
   Value flatten(Value x, std::int64_t start_dim = 1, std::int64_t end_dim = -1);
@@ -599,6 +615,22 @@ Value GraphBuilder::mean(Value x, std::vector<std::int64_t> axes, bool keepdim) 
 }
 Value GraphBuilder::max(Value x, std::vector<std::int64_t> axes, bool keepdim) {
   return add_standard(Reduce{ReduceOp::max, std::move(axes), keepdim}, {x});
+}
+Value GraphBuilder::prod(Value x, std::vector<std::int64_t> axes, bool keepdim) {
+  return add_standard(Reduce{ReduceOp::prod, std::move(axes), keepdim}, {x});
+}
+
+Value GraphBuilder::argmax(Value x, std::int64_t axis, bool keepdim, bool select_last_index) {
+  return add_standard(ArgReduce{ArgOp::max, axis, keepdim, select_last_index}, {x});
+}
+Value GraphBuilder::argmin(Value x, std::int64_t axis, bool keepdim, bool select_last_index) {
+  return add_standard(ArgReduce{ArgOp::min, axis, keepdim, select_last_index}, {x});
+}
+
+Value GraphBuilder::nll_loss(Value input, Value target, NllLossOptions o) {
+  std::vector<Value> inputs{input, target};
+  if (o.weight) inputs.push_back(*o.weight);
+  return add_standard(NllLoss{o.reduction, o.ignore_index}, std::move(inputs));
 }
 
 // ---- shape ops

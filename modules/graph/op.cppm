@@ -43,7 +43,7 @@ using GraphOp = std::variant<
     ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Hardsigmoid,       // elementwise
     Softmax, LogSoftmax,                                                                     // reduce
     Binary, Unary,                                                                           // elementwise
-    Reduce,                                                                                  // reduce
+    Reduce, ArgReduce, NllLoss,                                                              // reduce
     CustomOp>;  // any op defined outside teeny (graph/custom_op.cppm)
 
 namespace graph_detail {

@@ -101,13 +101,15 @@ inline std::optional<Activation> activation_of(const GraphOp& op) {
       op);
 }
 
-// Whether an op reads inputs of dtypes other than the compute type (Cast: any; Embedding: integer
-// indices), and whether its output may be one (Cast; graph inputs, checked by their readers).
-inline bool reads_any_dtype(const GraphOp& op) {
-  return std::holds_alternative<Cast>(op) || std::holds_alternative<Embedding>(op);
+// Whether an op's input `slot` may have a dtype other than the compute type (Cast: any; Embedding:
+// integer indices; NllLoss: integer targets), and whether its output may be one (Cast; ArgReduce's
+// i64 indices; graph inputs, checked by their readers).
+inline bool reads_any_dtype(const GraphOp& op, std::size_t slot) {
+  return std::holds_alternative<Cast>(op) || std::holds_alternative<Embedding>(op) ||
+         (std::holds_alternative<NllLoss>(op) && slot == 1);
 }
 inline bool makes_any_dtype(const GraphOp& op) {
-  return std::holds_alternative<Cast>(op) || std::holds_alternative<Input>(op);
+  return std::holds_alternative<Cast>(op) || std::holds_alternative<Input>(op) || std::holds_alternative<ArgReduce>(op);
 }
 
 // torch.transpose(dim0, dim1) as a permutation of `rank` dims.
@@ -132,6 +134,7 @@ inline ReduceFn reduce_fn(ReduceOp op) {
     case ReduceOp::sum: return ReduceFn::sum;
     case ReduceOp::mean: return ReduceFn::mean;
     case ReduceOp::max: return ReduceFn::max;
+    case ReduceOp::prod: return ReduceFn::prod;
     case ReduceOp::count: break;
   }
   return ReduceFn::sum;  // not reached
@@ -168,10 +171,11 @@ struct standard_node_lowering {
     using namespace lowering_detail;
     const auto& node = ctx.graph().dag()[g];
     const TensorType& type = node.op.type;
-    // Everything computes in T, but for Cast (any dtype in and out) and Embedding (integer indices
-    // in). Graph inputs may have any dtype: each reader checks its operands here, before its
-    // output, so that the error names the input whose dtype the output follows.
-    for (std::size_t slot = 0; slot < node.inputs.size() && !reads_any_dtype(node.op.op); ++slot) {
+    // Everything computes in T, but for Cast (any dtype in and out) and the integer indices of
+    // Embedding and NllLoss. Graph inputs may have any dtype: each reader checks its operands here,
+    // before its output, so that the error names the input whose dtype the output follows.
+    for (std::size_t slot = 0; slot < node.inputs.size(); ++slot) {
+      if (reads_any_dtype(node.op.op, slot)) continue;
       const auto& producer = ctx.graph().dag()[node.inputs[slot]];
       const DType in = producer.op.type.dtype;
       if (in != dtype_of<T>) {
@@ -222,6 +226,8 @@ struct standard_node_lowering {
             [&](const Softmax& s) { return emit(softmax_op<T>{s.axis, false, out}); },
             [&](const LogSoftmax& s) { return emit(softmax_op<T>{s.axis, true, out}); },
             [&](const Reduce& r) { return emit(reduce_op<T>{reduce_fn(r.op), r.axes, r.keepdim, out}); },
+            [&](const ArgReduce& a) { return emit(arg_reduce_op<T>{a, out}); },
+            [&](const NllLoss& l) { return emit(nll_loss_op<T>{l, out, node.inputs.size() == 3}); },
             [&](const Transpose& t) { return emit(permute_op<T>{transpose_dims(t, type.shape.rank()), out}); },
             [&](const Permute& p) { return emit(permute_op<T>{p.dims, out}); },
             [&](const Slice& s) { return emit(slice_op<T>{s.axis, s.start.value_or(0), s.step, out}); },

@@ -82,8 +82,8 @@ void check_dtype(Make& make, const Operands& operands, const ConcreteShape& out_
       host.push_back(std::move(bytes));
       return static_cast<void*>(host.back().data());
     });
-    std::vector<T> y(static_cast<std::size_t>(out_shape.numel()));
-    const teeny::OpBindings bindings{b.inputs, b.params, {y.data(), teeny::dtype_of<T>, out_shape, 0}};
+    HostOutput y(op.output_dtype(), out_shape);
+    const teeny::OpBindings bindings{b.inputs, b.params, {y.data(), y.dtype, out_shape, 0}};
     using List = typename teeny::cuda::KernelParams<decltype(op)>::type;
     for_each_launch(op, bindings, [](const auto& args) { (void)teeny::cuda::pack_params<List>(args); });
     return;
@@ -96,19 +96,19 @@ void check_dtype(Make& make, const Operands& operands, const ConcreteShape& out_
     buffers.push_back(std::move(*buffer));
     return buffers.back().data();
   });
-  std::vector<T> y(static_cast<std::size_t>(out_shape.numel()));
-  auto out = teeny::cuda::DeviceBuffer::allocate(y.size() * sizeof(T));
+  HostOutput y(op.output_dtype(), out_shape);
+  auto out = teeny::cuda::DeviceBuffer::allocate(y.bytes.size());
   REQUIRE(out);
-  const teeny::OpBindings bindings{b.inputs, b.params, {out->data(), teeny::dtype_of<T>, out_shape, 0}};
+  const teeny::OpBindings bindings{b.inputs, b.params, {out->data(), y.dtype, out_shape, 0}};
   double scale = 1;
   for (double w : want) scale = std::max(scale, std::abs(w));
   const auto compare = [&](const char* path) {
     CAPTURE(path);
-    REQUIRE(out->download(std::as_writable_bytes(std::span(y))));
-    for (std::size_t i = 0; i < y.size(); ++i) {
+    REQUIRE(out->download(std::span(y.bytes)));
+    const std::vector<double> got = y.values();
+    for (std::size_t i = 0; i < got.size(); ++i) {
       CAPTURE(i);
-      const double got = from_element(y[i]);
-      CHECK(std::abs(got - want[i]) <= tolerance.of<T>() * scale);
+      CHECK(std::abs(got[i] - want[i]) <= tolerance.of<T>() * scale);
     }
   };
   const GpuPhase device_phase = gpu_phase(phase);
@@ -122,7 +122,7 @@ void check_dtype(Make& make, const Operands& operands, const ConcreteShape& out_
   auto cuda = teeny::cuda::CudaContext::create();
   REQUIRE_MESSAGE(cuda, (cuda ? "" : cuda.error().to_string()));
   cuda->set_phase(phase);
-  const std::vector<std::byte> zeros(y.size() * sizeof(T));
+  const std::vector<std::byte> zeros(y.bytes.size());
   REQUIRE(out->upload(zeros));
   std::vector<ConcreteShape> input_shapes;
   for (const TensorBinding& in : b.inputs) input_shapes.push_back(in.shape);

@@ -226,11 +226,23 @@ Value make(op_t<teeny::Binary>, Step& s, Value x) {
 }
 Value make(op_t<teeny::Unary>, Step& s, Value x) { return s.b.exp(x); }
 Value make(op_t<teeny::Reduce>, Step& s, Value x) {
-  switch (s.in.byte() % 3) {
+  switch (s.in.byte() % 4) {
     case 0: return s.b.sum(x, s.in.integers(4), s.in.flag());
     case 1: return s.b.mean(x, s.in.integers(4), s.in.flag());
+    case 2: return s.b.prod(x, s.in.integers(4), s.in.flag());
     default: return s.b.max(x, s.in.integers(4), s.in.flag());
   }
+}
+Value make(op_t<teeny::ArgReduce>, Step& s, Value x) {
+  const bool keepdim = s.in.flag();
+  const bool last = s.in.flag();
+  return s.in.flag() ? s.b.argmin(x, s.in.integer(), keepdim, last) : s.b.argmax(x, s.in.integer(), keepdim, last);
+}
+Value make(op_t<teeny::NllLoss>, Step& s, Value x) {
+  const auto reduction = static_cast<teeny::LossReduction>(s.in.byte() % (teeny::loss_reduction_count + 1));
+  std::optional<Value> weight;
+  if (s.in.flag()) weight = s.pick();
+  return s.b.nll_loss(x, s.pick(), {.weight = weight, .reduction = reduction, .ignore_index = s.in.maybe()});
 }
 
 template <class Op>

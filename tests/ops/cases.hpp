@@ -406,6 +406,59 @@ void for_each_op_case(Visit&& visit) {
             },
             {{r}}, {4});
   }
+  {  // prod: forward only, its backward is planned (the op must refuse it)
+    auto make = []<class T>() {
+      teeny::reduce_op<T> op;
+      op.fn = ReduceFn::prod;
+      op.axes = {1};
+      op.out = output<T>({3, 5});
+      return op;
+    };
+    const auto ops = per_type(make);
+    OpCase<decltype(ops)> c{"reduce prod over dim 1", ops, {{r}}, {3, 5}};
+    c.backward = false;
+    visit(c);
+  }
+  // argmax / argmin: random values along a middle dim; ties (the first or the last) along the last.
+  case_of("argmax along dim 1, keepdim",
+          []<class T>() {
+            teeny::arg_reduce_op<T> op;
+            op.attrs = {teeny::ArgOp::max, 1, true, false};
+            op.out = output<T>({3, 1, 5});
+            return op;
+          },
+          {{r}}, {3, 1, 5});
+  for (const bool last : {false, true}) {
+    case_of(last ? "argmin with ties, the last" : "argmin with ties, the first",
+            [last]<class T>() {
+              teeny::arg_reduce_op<T> op;
+              op.attrs = {teeny::ArgOp::min, -1, false, last};
+              op.out = output<T>({2});
+              return op;
+            },
+            {{HostTensor{{2, 4}, {1, 0, 0, 2, 5, -1, 3, -1}}}}, {2});
+  }
+  // nll_loss: targets with an ignored one (-100, the default) and classes of every weight; mean
+  // with weights over [N, C, d], sum without, and none.
+  const HostTensor targets{{3, 2}, {2, 0, -100, 3, 1, 2}, teeny::DType::i64};
+  const HostTensor class_weights{{4}, {0.5, 1.5, 1.0, 2.0}};
+  for (const teeny::LossReduction reduction :
+       {teeny::LossReduction::mean, teeny::LossReduction::sum, teeny::LossReduction::none}) {
+    Operands operands{{random_tensor({3, 4, 2}, 43), targets}};
+    if (reduction == teeny::LossReduction::mean) operands.inputs.push_back(class_weights);
+    const ConcreteShape out = reduction == teeny::LossReduction::none ? ConcreteShape{3, 2} : ConcreteShape{};
+    case_of(
+        "nll_loss, " + std::string(name(reduction)) +
+            (reduction == teeny::LossReduction::mean ? ", class weights" : ""),
+        [reduction, out]<class T>() {
+          teeny::nll_loss_op<T> op;
+          op.attrs.reduction = reduction;
+          op.weighted = reduction == teeny::LossReduction::mean;
+          op.out = output<T>(out);
+          return op;
+        },
+        std::move(operands), out);
+  }
 
   // ---- sequence ----
   case_of("embedding, an index out of range gives zeros",

@@ -97,11 +97,42 @@ inline std::vector<std::byte> stored_as(const HostTensor& t, teeny::DType dtype)
   return out;
 }
 
+// An op's output in host memory, of the op's output dtype (T, or i64 for argmax's indices), and
+// its values as f64. It starts as NaN (-1 for an integer dtype), so that a value not written shows.
+struct HostOutput {
+  teeny::DType dtype;
+  std::vector<std::byte> bytes;
+  HostOutput(teeny::DType d, const ConcreteShape& shape)
+      : dtype(d),
+        bytes(stored_as({shape, std::vector<double>(static_cast<std::size_t>(shape.numel()),
+                                                    teeny::is_floating(d) ? std::nan("") : -1.0)},
+                        d)) {}
+  void* data() { return bytes.data(); }
+  std::vector<double> values() const {
+    std::vector<double> out(bytes.size() / teeny::size_of(dtype));
+    teeny::visit_dtype(dtype, [&]<class E>(std::type_identity<E>) {
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        E e;
+        std::memcpy(&e, bytes.data() + i * sizeof(E), sizeof(E));
+        out[i] = from_element(e);
+      }
+    });
+    return out;
+  }
+};
+
 // An op's activations and parameters, as values.
 struct Operands {
   std::vector<HostTensor> inputs;
   std::vector<HostTensor> params{};
 };
+
+// The element type T of a standard op (Op<T>): the dtype its float inputs are bound in, which its
+// output need not have (argmax's is i64).
+template <template <class> class Op, class T>
+teeny::DType element_dtype(const Op<T>&) {
+  return teeny::dtype_of<T>;
+}
 
 // Tensors bound in memory that `place` gives them (host vectors, or device buffers).
 struct Bound {
@@ -112,7 +143,7 @@ template <class Op, class Place>
 Bound bind(const Op& op, const Operands& operands, Place&& place) {
   Bound b;
   for (const HostTensor& t : operands.inputs) {
-    const teeny::DType dtype = t.dtype.value_or(op.output_dtype());
+    const teeny::DType dtype = t.dtype.value_or(element_dtype(op));
     b.inputs.push_back({place(stored_as(t, dtype)), dtype, t.shape, 0});
   }
   for (std::size_t i = 0; i < operands.params.size(); ++i) {
@@ -143,8 +174,8 @@ std::vector<double> run_on_cpu(Make& make, const Operands& operands, const Concr
     host.push_back(std::move(bytes));
     return static_cast<void*>(host.back().data());
   });
-  std::vector<T> y(static_cast<std::size_t>(out_shape.numel()), static_cast<T>(std::nan("")));
-  const teeny::OpBindings bindings{b.inputs, b.params, {y.data(), teeny::dtype_of<T>, out_shape, 0}};
+  HostOutput y(op.output_dtype(), out_shape);
+  const teeny::OpBindings bindings{b.inputs, b.params, {y.data(), y.dtype, out_shape, 0}};
   teeny::CpuContext cpu;
   cpu.set_phase(phase);
   for_each_launch(op, bindings, [&](const auto& args) {
@@ -152,9 +183,12 @@ std::vector<double> run_on_cpu(Make& make, const Operands& operands, const Concr
     REQUIRE(state);
     run_kernel(op, args, *state, cpu);
   });
-  // The inputs here are finite, and every output was written (y started as NaN).
-  CHECK(std::all_of(y.begin(), y.end(), [](T v) { return std::isfinite(v); }));
-  return {y.begin(), y.end()};
+  // The inputs here are finite, and every output was written (y started as NaN, or -1).
+  const std::vector<double> values = y.values();
+  const bool floating = teeny::is_floating(y.dtype);
+  CHECK(std::all_of(values.begin(), values.end(),
+                    [floating](double v) { return floating ? std::isfinite(v) : v != -1.0; }));
+  return values;
 }
 
 template <class T>
