@@ -152,6 +152,8 @@ Result<Tensor> copy_of(const Tensor& t);
 Result<Tensor> reshaped(const Tensor& t, const std::vector<std::int64_t>& dims);
 /// `t`, a matrix [rows, cols], transposed: [cols, rows].
 Result<Tensor> transposed(const Tensor& t);
+/// `t` with its dims permuted: dim i of the result is dim perm[i] of `t` (numpy.transpose).
+Result<Tensor> permuted(const Tensor& t, const std::vector<std::int64_t>& perm);
 
 }  // namespace teeny::onnx
 
@@ -210,15 +212,43 @@ Result<Tensor> reshaped(const Tensor& t, const std::vector<std::int64_t>& dims) 
 
 Result<Tensor> transposed(const Tensor& t) {
   if (t.shape().rank() != 2) return fail(Errc::shape_mismatch, "a matrix was expected, not ", t.shape());
-  const std::int64_t rows = t.shape()[0];
-  const std::int64_t cols = t.shape()[1];
-  auto out = Tensor::zeros(t.dtype(), ConcreteShape{cols, rows});
+  return permuted(t, {1, 0});
+}
+
+Result<Tensor> permuted(const Tensor& t, const std::vector<std::int64_t>& perm) {
+  const std::size_t rank = t.shape().rank();
+  std::vector<bool> seen(rank, false);
+  bool valid = perm.size() == rank;
+  for (std::size_t i = 0; valid && i < rank; ++i) {
+    valid = perm[i] >= 0 && perm[i] < static_cast<std::int64_t>(rank) && !seen[static_cast<std::size_t>(perm[i])];
+    if (valid) seen[static_cast<std::size_t>(perm[i])] = true;
+  }
+  if (!valid) {
+    std::string listed;
+    for (const std::int64_t p : perm) listed += cat(listed.empty() ? "" : ", ", p);
+    return fail(Errc::invalid_argument, "perm [", listed, "] is not a permutation of the dims of ", t.shape());
+  }
+  ConcreteShape dims = t.shape();
+  std::vector<std::int64_t> strides(rank, 1);  // the source's, in the result's dim order
+  std::vector<std::int64_t> source(rank, 1);
+  for (std::size_t d = rank; d-- > 1;) source[d - 1] = source[d] * t.shape()[d];
+  for (std::size_t i = 0; i < rank; ++i) {
+    dims[i] = t.shape()[static_cast<std::size_t>(perm[i])];
+    strides[i] = source[static_cast<std::size_t>(perm[i])];
+  }
+  auto out = Tensor::zeros(t.dtype(), dims);
   if (!out) return std::move(out).error();
   const std::size_t size = size_of(t.dtype());
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) {
-      std::memcpy(out->data() + static_cast<std::size_t>(c * rows + r) * size,
-                  t.data() + static_cast<std::size_t>(r * cols + c) * size, size);
+  std::vector<std::int64_t> index(rank, 0);
+  std::int64_t from = 0;
+  for (std::int64_t i = 0; i < dims.numel(); ++i) {
+    std::memcpy(out->data() + static_cast<std::size_t>(i) * size, t.data() + static_cast<std::size_t>(from) * size,
+                size);
+    for (std::size_t d = rank; d-- > 0;) {  // odometer over the result's dims
+      from += strides[d];
+      if (++index[d] < dims[d]) break;
+      from -= strides[d] * dims[d];
+      index[d] = 0;
     }
   }
   return out;

@@ -63,7 +63,7 @@ inline constexpr Converter standard_converters[] = {
     {"Sub", convert::binary<BinaryOp::sub>},
     {"Mul", convert::binary<BinaryOp::mul>},
     {"Div", convert::binary<BinaryOp::div>},
-    {"Pow", convert::binary<BinaryOp::pow>},
+    {"Pow", convert::pow},
     {"Max", convert::binary<BinaryOp::maximum>},
     {"Min", convert::binary<BinaryOp::minimum>},
     {"Sum", convert::binary<BinaryOp::add>},
@@ -74,6 +74,7 @@ inline constexpr Converter standard_converters[] = {
     {"CastLike", convert::cast<true>},
     {"Clip", convert::clip},
     {"Expand", convert::expand},
+    {"Tile", convert::tile},
     // layers
     {"Gemm", convert::gemm},
     {"MatMul", convert::matmul},
@@ -96,6 +97,11 @@ inline constexpr Converter standard_converters[] = {
     {"ReduceL2", convert::reduce_composed<convert::Composed::l2>},
     {"ReduceLogSum", convert::reduce_composed<convert::Composed::log_sum>},
     {"ReduceLogSumExp", convert::reduce_composed<convert::Composed::log_sum_exp>},
+    {"ReduceProd", convert::reduce<ReduceOp::prod>},
+    {"ArgMax", convert::arg_reduce<ArgOp::max>},
+    {"ArgMin", convert::arg_reduce<ArgOp::min>},
+    {"NegativeLogLikelihoodLoss", convert::nll_loss},
+    {"SoftmaxCrossEntropyLoss", convert::softmax_cross_entropy},
     // shapes and constants
     {"Constant", convert::constant},
     {"Shape", convert::shape},

@@ -369,6 +369,38 @@ Result<void> cast(NodeContext& n) {
   return ok();
 }
 
+// Pow: from opset 12 the exponent may have another dtype than the base, and the result has the
+// base's. A float base's integer exponent is cast to the base's dtype (a constant one at import)
+// before teeny's pow; everything else is as for the other binary ops (an integer base is refused
+// by the lowering, as integer arithmetic is).
+inline Result<void> pow(NodeContext& n) {
+  auto base = n.type(0);
+  auto exponent = n.type(1);
+  if (!base) return std::move(base).error();
+  if (!exponent) return std::move(exponent).error();
+  if (n.inputs() != 2 || base->dtype == exponent->dtype || !is_floating(base->dtype) || n.constant(0) != nullptr ||
+      n.shape_value(1) != nullptr) {
+    return binary<BinaryOp::pow>(n);
+  }
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  GraphBuilder& b = n.builder();
+  if (const Tensor* c = n.constant(1)) {
+    auto e = cast_constant(*c, base->dtype);
+    if (!e) return std::move(e).error().context("input 1");
+    std::vector<std::int64_t> dims;
+    for (std::size_t i = 0; i < e->shape().rank(); ++i) dims.push_back(e->shape()[i]);
+    n.set_output(0, b.add(Binary{BinaryOp::pow, std::move(dims), false}, {*x}, n.name()));
+    n.add_weight(n.name(), "other", std::move(*e));
+    return ok();
+  }
+  auto e = n.value(1);
+  if (!e) return std::move(e).error();
+  const Value cast = b.add(Cast{base->dtype}, {*e}, n.part_name("cast"));
+  n.set_output(0, b.add(Binary{BinaryOp::pow}, {*x, cast}, n.name()));
+  return ok();
+}
+
 // Expand(x, shape): x broadcast with `shape` (a constant, or a shape value with symbolic dims),
 // as x * ones: a constant operand of 1s, exact for every float (-0, NaN and infinities kept),
 // whose dims are 1 where x already has the result's dim. A constant x is folded.
@@ -469,6 +501,67 @@ inline Result<void> clip(NodeContext& n) {
     n.add_weight(node, "other", std::move(*bounds[i]));
   }
   n.set_output(0, y);
+  return ok();
+}
+
+// Tile(x, repeats): x repeated along each dim, built as Expand is: x reshaped to put a dim of 1
+// before each repeated dim, multiplied by ones [r, 1] there (exact for every float), and reshaped
+// to [r * d, ...]. repeats must be known at import, and a repeated dim must be concrete.
+inline Result<void> tile(NodeContext& n) {
+  auto xt = n.type(0);
+  if (!xt) return std::move(xt).error();
+  auto repeats = n.ints(1);
+  if (!repeats) return std::move(repeats).error();
+  const std::vector<Dim>& x = xt->shape.dims();
+  if (repeats->size() != x.size()) {
+    return fail(Errc::shape_mismatch, "repeats has ", repeats->size(), " values for input ", xt->shape);
+  }
+  if (!is_floating(xt->dtype)) return NodeContext::unsupported("Tile of a ", xt->dtype, " value");
+  std::vector<Dim> spread;  // x with a 1 before each repeated dim
+  std::vector<std::int64_t> ones_dims;
+  std::vector<Dim> tiled;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::int64_t r = (*repeats)[i];
+    if (r < 0) return fail(Errc::invalid_argument, "repeats[", i, "] is negative (", r, ")");
+    if (r != 1) {
+      if (!x[i].is_concrete()) {
+        return NodeContext::unsupported("repeating the symbolic dim ", i, " of ", xt->shape);
+      }
+      spread.emplace_back(1);
+      ones_dims.push_back(r);
+    }
+    spread.push_back(x[i]);
+    ones_dims.push_back(1);
+    const auto size = checked_mul(r, x[i].value);
+    if (r != 1 && (!size || *size > n.limits().max_elements)) {
+      return fail(Errc::out_of_range, "repeating dim ", i, " of ", xt->shape, " ", r, " times is over the limit of ",
+                  n.limits().max_elements, " elements");
+    }
+    tiled.push_back(r == 1 ? x[i] : Dim(*size));
+  }
+  auto v = n.value(0);
+  if (!v) return std::move(v).error();
+  if (spread.size() == x.size()) {  // every repeat 1
+    n.set_output(0, *v);
+    return ok();
+  }
+  if (spread.size() > max_rank) {
+    return NodeContext::unsupported("tiling ", xt->shape, " needs ", spread.size(), " dims, over ", max_rank);
+  }
+  auto shape = ConcreteShape::from(ones_dims);
+  if (!shape) return std::move(shape).error();
+  auto ones = Tensor::zeros(xt->dtype, *shape);
+  if (!ones) return std::move(ones).error();
+  visit_dtype(xt->dtype, [&]<class T>(std::type_identity<T>) {
+    T* p = reinterpret_cast<T*>(ones->data());
+    for (std::int64_t i = 0; i < ones->numel(); ++i) p[i] = convert_element<T>(1.0);
+  });
+  GraphBuilder& b = n.builder();
+  const Value spread_x = b.add(Reshape{spread}, {*v}, n.part_name("spread"));
+  const std::string repeat = n.part_name("repeat");
+  const Value repeated = b.add(Binary{BinaryOp::mul, std::move(ones_dims), false}, {spread_x}, repeat);
+  n.add_weight(repeat, "other", std::move(*ones));
+  n.set_output(0, b.add(Reshape{tiled}, {repeated}, n.name()));
   return ok();
 }
 

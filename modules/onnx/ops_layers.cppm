@@ -1,5 +1,5 @@
 // teeny.onnx:ops_layers — converters of ONNX's ops with weights or windows: Gemm and MatMul,
-// Conv, the pools, the normalizations, Softmax and the reductions. Weights must be constants
+// Conv, the pools, the normalizations, Softmax, the reductions and the losses. Weights must be constants
 // (initializers): they become the teeny op's parameters, stored under "<node>.<slot>".
 export module teeny.onnx:ops_layers;
 import teeny.std;
@@ -494,7 +494,7 @@ Result<std::vector<std::int64_t>> reduce_axes(NodeContext& n, std::int64_t input
   return n.ints(1);
 }
 
-// ReduceSum, ReduceMean, ReduceMax (and ReduceMin as -max(-x)): axes as an attribute before
+// ReduceSum, ReduceMean, ReduceMax, ReduceProd (and ReduceMin as -max(-x)): axes as an attribute before
 // opset 18 (13 for ReduceSum), as input 1 after; keepdims 1 by default; no axes means every axis,
 // or none with noop_with_empty_axes.
 template <ReduceOp Op, bool Min = false>
@@ -557,6 +557,67 @@ Result<void> reduce_composed(NodeContext& n) {
       break;
     }
   }
+  return ok();
+}
+
+// ArgMax, ArgMin: axis 0 and keepdims 1 by default; select_last_index from opset 12.
+template <ArgOp Op>
+Result<void> arg_reduce(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  const ArgReduce op{Op, n.attr("axis", std::int64_t{0}), n.attr("keepdims", std::int64_t{1}) != 0,
+                     n.attr("select_last_index", std::int64_t{0}) != 0};
+  n.set_output(0, n.builder().add(op, {*x}, n.name()));
+  return ok();
+}
+
+// A loss's `reduction` attribute ("mean" by default).
+Result<LossReduction> loss_reduction(NodeContext& n) {
+  const std::string r = n.attr("reduction", std::string("mean"));
+  for (const LossReduction known : {LossReduction::none, LossReduction::mean, LossReduction::sum}) {
+    if (r == name(known)) return known;
+  }
+  return fail(Errc::invalid_argument, "reduction '", r, "' is not one of none, mean, sum");
+}
+
+// The NllLoss of `log_prob` and the node's target (input 1) and optional weights (input 2).
+Result<Value> nll_of(NodeContext& n, Value log_prob, const std::string& node) {
+  auto target = n.value(1);
+  if (!target) return std::move(target).error();
+  std::vector<Value> inputs{log_prob, *target};
+  if (n.has_input(2)) {
+    auto weight = n.value(2);
+    if (!weight) return std::move(weight).error();
+    inputs.push_back(*weight);
+  }
+  auto reduction = loss_reduction(n);
+  if (!reduction) return std::move(reduction).error();
+  std::optional<std::int64_t> ignore_index;
+  if (n.has("ignore_index")) ignore_index = n.attr("ignore_index", std::int64_t{0});
+  return n.builder().add(NllLoss{*reduction, ignore_index}, std::move(inputs), node);
+}
+
+// NegativeLogLikelihoodLoss (opset 12): input [N, C, d...] of log-probabilities, target [N, d...],
+// optional weight [C]; ignore_index only when given.
+Result<void> nll_loss(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto y = nll_of(n, *x, n.name());
+  if (!y) return std::move(y).error();
+  n.set_output(0, *y);
+  return ok();
+}
+
+// SoftmaxCrossEntropyLoss (opset 12): LogSoftmax over the classes (dim 1), whose result is the
+// optional second output, then NegativeLogLikelihoodLoss's rules.
+Result<void> softmax_cross_entropy(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  const Value log_prob = n.builder().add(LogSoftmax{1}, {*x}, n.part_name("log_prob"));
+  auto y = nll_of(n, log_prob, n.name());
+  if (!y) return std::move(y).error();
+  n.set_output(0, *y);
+  if (n.wants_output(1)) n.set_output(1, log_prob);
   return ok();
 }
 

@@ -227,15 +227,22 @@ Result<void> squeeze(NodeContext& n) {
   return reshape_to(n, out);
 }
 
-// Transpose(perm), the dims reversed by default.
+// Transpose(perm), the dims reversed by default; a constant (a weight stored transposed) is folded.
 Result<void> transpose(NodeContext& n) {
-  auto x = n.value(0);
-  if (!x) return std::move(x).error();
   auto xt = n.type(0);
   if (!xt) return std::move(xt).error();
   std::vector<std::int64_t> reversed;
   for (std::size_t i = xt->shape.rank(); i-- > 0;) reversed.push_back(static_cast<std::int64_t>(i));
-  n.set_output(0, n.builder().add(Permute{n.attr("perm", reversed)}, {*x}, n.name()));
+  const std::vector<std::int64_t> perm = n.attr("perm", reversed);
+  if (const Tensor* c = n.constant(0)) {  // a weight stored transposed: folded at import
+    auto t = permuted(*c, perm);
+    if (!t) return std::move(t).error();
+    n.set_constant(0, std::move(*t));
+    return ok();
+  }
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  n.set_output(0, n.builder().add(Permute{perm}, {*x}, n.name()));
   return ok();
 }
 
