@@ -463,6 +463,13 @@ def define_cases():
     add("hardswish", "F.hardswish(x)", {"x": G(lambda: torch.cat([torch.linspace(-5.0, 5.0, 41), torch.tensor([-3.0, 3.0, 0.0])]))})
     add("hardsigmoid", "F.hardsigmoid(x)", {"x": G(lambda: torch.cat([torch.linspace(-5.0, 5.0, 41), torch.tensor([-3.0, 3.0, 0.0, float("nan")])]))},
         note="both kinks, and NaN (which stays NaN)")
+    kinks = torch.tensor([-0.75, 0.75, 0.5, 0.0, float("nan")])
+    add("threshold", "F.threshold(x, 0.5, -2.0)", {"x": G(lambda: torch.cat([torch.linspace(-2.0, 2.0, 41), kinks]))},
+        note="x == threshold takes the value; NaN stays NaN")
+    add("hardshrink", "F.hardshrink(x, 0.75)", {"x": G(lambda: torch.cat([torch.linspace(-2.0, 2.0, 41), kinks]))},
+        note="both kinks are zeroed; NaN stays NaN")
+    add("softshrink", "F.softshrink(x, 0.75)", {"x": G(lambda: torch.cat([torch.linspace(-2.0, 2.0, 41), kinks]))},
+        note="both kinks give 0, and so does NaN (PyTorch 1.13)")
 
     # -- softmax / log_softmax (3-D, with large values)
     def soft_input():
@@ -515,6 +522,9 @@ def define_cases():
     add("minimum_nan", "torch.minimum(a, b)", {"a": T([1.0, float("nan"), -2.0, float("nan")]),
                                               "b": T([float("nan"), 3.0, 5.0, float("nan")])},
         note="NaN propagates")
+    add("fmod", "torch.fmod(a, b)", {"a": N(2, 3, 4, s=5.0),
+                                     "b": G(lambda: (torch.rand(3, 1) * 1.5 + 0.5) * torch.tensor([[1.0], [-1.0], [1.0]]))},
+        note="dividends and divisors of both signs: the result has the dividend's")
     add("div_f64", "torch.div(a, b)", {"a": N(2, 3, dtype=f64), "b": U(0.5, 2.0, 3, dtype=f64)})
     add("add_f64", "torch.add(a, b)", {"a": N(2, 3, 4, dtype=f64), "b": N(4, dtype=f64)})
     for op in ("add", "sub", "mul", "maximum", "minimum"):

@@ -136,6 +136,12 @@ using SoftmaxParamList =
 template <class T>
 using ReduceParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>, math::ReduceFn, std::uint32_t>;
 
+/// cumsum_op, hardmax_op: x and y contiguous, of one shape, read as [outer, n, inner], the lines
+/// along n; then cumsum's exclusive and reverse.
+template <class T>
+using AxisLinesParamList =
+    ParamList<DeviceTensor<const T>, DeviceTensor<T>, std::int64_t, std::int64_t, std::int64_t, bool, bool>;
+
 /// arg_reduce_op: x contiguous, read as [outer, n, inner], y [outer * inner] i64 indices along n;
 /// outer, n, inner, min (argmin), last (select_last_index).
 template <class T>
@@ -232,6 +238,9 @@ template <class T>
 using SoftmaxBackwardParamList = BackwardParams<SoftmaxParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
 template <class T>
 using ReduceBackwardParamList = BackwardParams<ReduceParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
+/// cumsum: dy (as y), dx (as x).
+template <class T>
+using AxisLinesBackwardParamList = BackwardParams<AxisLinesParamList<T>, DeviceTensor<T>, DeviceTensor<T>>;
 /// nll_loss: dy (as y), dx (as x), dweight (as weight).
 template <class T>
 using NllLossBackwardParamList = BackwardParams<NllLossParamList<T>, DeviceTensor<T>, DeviceTensor<T>, DeviceTensor<T>>;

@@ -1,7 +1,7 @@
 // Reduction kernels: softmax / log_softmax along one dim, sum / mean / amax / prod over a set of
-// dims, argmax / argmin, and the negative log-likelihood loss, instantiated per element type as teeny_<op>_<dtype>; and
-// their backward kernels (training), teeny_<op>_backward_<dtype>. Sums accumulate in double, as the CPU kernels do; the
-// per-element rules (NaN propagation, a mean of nothing) are kernels/math/reduce.hpp's.
+// dims, cumsum, hardmax, argmax / argmin, and the negative log-likelihood loss, instantiated per element type as
+// teeny_<op>_<dtype>; and their backward kernels (training), teeny_<op>_backward_<dtype>. Sums accumulate in double, as
+// the CPU kernels do; the per-element rules (NaN propagation, a mean of nothing) are kernels/math/reduce.hpp's.
 #include <cuda_runtime.h>
 
 #include "cuda/device_tensor.cuh"
@@ -74,6 +74,42 @@ __device__ void reduce(const DeviceTensor<const T>& x, const DeviceTensor<T>& y,
     case math::ReduceFn::mean: reduce_with<math::ReduceFn::mean>(x, y, reduced); break;
     case math::ReduceFn::max: reduce_with<math::ReduceFn::max>(x, y, reduced); break;
     case math::ReduceFn::prod: reduce_with<math::ReduceFn::prod>(x, y, reduced); break;
+  }
+}
+
+// One thread a line: a running sum in double, from the end when `reverse`, each sum without its
+// own element when `exclusive`; written to `out`, or added to it (the backward's dx +=).
+template <class T>
+__device__ void scan_lines(const T* in, T* out, std::int64_t outer, std::int64_t n, std::int64_t inner, bool exclusive,
+                           bool reverse, bool add) {
+  const std::int64_t lines = outer * inner;
+  for (std::int64_t line = first_index(); line < lines; line += grid_stride()) {
+    const std::int64_t base = (line / inner) * n * inner + line % inner;
+    double sum = 0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      const std::int64_t i = base + (reverse ? n - 1 - k : k) * inner;
+      const double before = sum;
+      sum += static_cast<double>(load(in + i));
+      const auto v = static_cast<compute_t<T>>(exclusive ? before : sum);
+      store(out + i, add ? load(out + i) + v : v);
+    }
+  }
+}
+
+// One thread a line: 1 at its first maximum (NaN counts as one, as for argmax), 0 elsewhere.
+template <class T>
+__device__ void hardmax(const DeviceTensor<const T>& x, const DeviceTensor<T>& y, std::int64_t outer, std::int64_t n,
+                        std::int64_t inner) {
+  const std::int64_t lines = outer * inner;
+  for (std::int64_t line = first_index(); line < lines; line += grid_stride()) {
+    const std::int64_t base = (line / inner) * n * inner + line % inner;
+    std::int64_t best = 0;
+    for (std::int64_t i = 1; i < n; ++i) {
+      if (math::arg_replaces(load(x.data + base + i * inner), load(x.data + base + best * inner), false, false)) {
+        best = i;
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) store(y.data + base + i * inner, compute_t<T>(i == best ? 1.0f : 0.0f));
   }
 }
 
@@ -329,7 +365,31 @@ using teeny::cuda_kernels::DTypeCode;
 TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRIES)
 #undef TEENY_REDUCE_ENTRIES
 
-#define TEENY_NLL_ENTRIES(T, suffix)                                                                                   \
+#define TEENY_LINE_ENTRIES(T, suffix)                                                                                  \
+  extern "C" __global__ void teeny_cumsum_##suffix(DeviceTensor<const T> x, DeviceTensor<T> y, std::int64_t outer,     \
+                                                   std::int64_t n, std::int64_t inner, bool exclusive, bool reverse) { \
+    teeny::cuda_kernels::scan_lines<T>(x.data, y.data, outer, n, inner, exclusive, reverse, false);                    \
+  }                                                                                                                    \
+  extern "C" __global__ void teeny_cumsum_backward_##suffix(                                                           \
+      DeviceTensor<const T>, DeviceTensor<T>, std::int64_t outer, std::int64_t n, std::int64_t inner, bool exclusive,  \
+      bool reverse, DeviceTensor<T> dy, DeviceTensor<T> dx) {                                                          \
+    if (dx.data != nullptr)                                                                                            \
+      teeny::cuda_kernels::scan_lines<T>(dy.data, dx.data, outer, n, inner, exclusive, !reverse, true);                \
+  }                                                                                                                    \
+  extern "C" __global__ void teeny_hardmax_##suffix(DeviceTensor<const T> x, DeviceTensor<T> y, std::int64_t outer,    \
+                                                    std::int64_t n, std::int64_t inner, bool, bool) {                  \
+    teeny::cuda_kernels::hardmax<T>(x, y, outer, n, inner);                                                            \
+  }                                                                                                                    \
+  static_assert(                                                                                                       \
+      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::AxisLinesParamList<T>, decltype(teeny_cumsum_##suffix)>); \
+  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::AxisLinesBackwardParamList<T>,                  \
+                                                  decltype(teeny_cumsum_backward_##suffix)>);                          \
+  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::AxisLinesParamList<T>,                          \
+                                                  decltype(teeny_hardmax_##suffix)>);
+TEENY_CUDA_FOR_EACH_FLOAT(TEENY_LINE_ENTRIES)
+#undef TEENY_LINE_ENTRIES
+
+#define TEENY_INDEX_ENTRIES(T, suffix)                                                                                 \
   extern "C" __global__ void teeny_arg_reduce_##suffix(DeviceTensor<const T> x, DeviceTensor<std::int64_t> y,          \
                                                        std::int64_t outer, std::int64_t n, std::int64_t inner,         \
                                                        bool min, bool last) {                                          \
@@ -356,8 +416,8 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRIES)
   }                                                                                                                    \
   static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::NllLossBackwardParamList<T>,                    \
                                                   decltype(teeny_nll_loss_backward_##suffix)>);
-TEENY_CUDA_FOR_EACH_FLOAT(TEENY_NLL_ENTRIES)
-#undef TEENY_NLL_ENTRIES
+TEENY_CUDA_FOR_EACH_FLOAT(TEENY_INDEX_ENTRIES)
+#undef TEENY_INDEX_ENTRIES
 
 namespace teeny::cuda_kernels {
 
@@ -366,7 +426,8 @@ KernelTable reduce_kernels() noexcept {
   TEENY_KERNEL_ENTRY(teeny_softmax_##suffix), TEENY_KERNEL_ENTRY(teeny_reduce_##suffix),                       \
       TEENY_KERNEL_ENTRY(teeny_softmax_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_reduce_backward_##suffix), \
       TEENY_KERNEL_ENTRY(teeny_nll_loss_##suffix), TEENY_KERNEL_ENTRY(teeny_nll_loss_backward_##suffix),       \
-      TEENY_KERNEL_ENTRY(teeny_arg_reduce_##suffix),
+      TEENY_KERNEL_ENTRY(teeny_arg_reduce_##suffix), TEENY_KERNEL_ENTRY(teeny_cumsum_##suffix),                \
+      TEENY_KERNEL_ENTRY(teeny_cumsum_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_hardmax_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_REDUCE_ENTRY)};
 #undef TEENY_REDUCE_ENTRY
   return table_of(entries);

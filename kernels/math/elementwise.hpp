@@ -25,7 +25,7 @@ TEENY_HD inline T apply_epilogue(const Epilogue& e, T v) {
 }
 
 /// The binary elementwise functions (broadcasting is the kernels' business).
-enum class BinaryFn : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
+enum class BinaryFn : std::uint8_t { add, sub, mul, div, pow, maximum, minimum, fmod };
 
 template <class T>
 TEENY_HD inline T apply_binary(BinaryFn fn, T a, T b) {
@@ -40,6 +40,10 @@ TEENY_HD inline T apply_binary(BinaryFn fn, T a, T b) {
     }
     case BinaryFn::maximum: return (a != a || a > b) ? a : b;  // NaN-propagating, as torch.maximum
     case BinaryFn::minimum: return (a != a || a < b) ? a : b;
+    case BinaryFn::fmod: {
+      using std::fmod;
+      return fmod(a, b);  // a - trunc(a / b) * b exactly, the sign of a, as torch.fmod
+    }
   }
   return a;
 }

@@ -35,6 +35,11 @@ TEENY_HD inline BinaryPartials<T> binary_partials(BinaryFn fn, T a, T b, T y) {
       const T db = (a == zero && b >= zero) ? zero : y * log(a);
       return {da, db};
     }
+    case BinaryFn::fmod: {
+      // PyTorch's: da = 1, db = -trunc(a / b).
+      using std::trunc;
+      return {one, -trunc(a / b)};
+    }
     case BinaryFn::maximum:
     case BinaryFn::minimum: {
       // PyTorch: a tie splits in half; an operand loses its share only where the other wins

@@ -29,6 +29,9 @@ enum class UnaryFn : std::uint8_t {
   elu,       // alpha
   hardswish,
   hardsigmoid,
+  threshold,   // alpha = threshold, beta = value
+  hardshrink,  // alpha = lambd
+  softshrink,  // alpha = lambd
   exp,
   log,
   sqrt,
@@ -69,6 +72,9 @@ constexpr const char* unary_fn_name(UnaryFn fn) {
     case UnaryFn::elu: return "elu";
     case UnaryFn::hardswish: return "hardswish";
     case UnaryFn::hardsigmoid: return "hardsigmoid";
+    case UnaryFn::threshold: return "threshold";
+    case UnaryFn::hardshrink: return "hardshrink";
+    case UnaryFn::softshrink: return "softshrink";
     case UnaryFn::exp: return "exp";
     case UnaryFn::log: return "log";
     case UnaryFn::sqrt: return "sqrt";
@@ -136,6 +142,14 @@ TEENY_HD inline T apply_unary(UnaryFn fn, T x, UnaryParams p) {
       const T shifted = x + T(3);
       return (shifted < zero ? zero : (shifted > T(6) ? T(6) : shifted)) / T(6);  // NaN stays NaN
     }
+    // PyTorch's comparisons: NaN stays NaN through threshold and hardshrink, and softshrink maps
+    // it to 0 (PyTorch 1.13's CPU kernel, the fixtures' reference).
+    case UnaryFn::threshold: return x <= T(p.alpha) ? T(p.beta) : x;
+    case UnaryFn::hardshrink: return (x >= T(-p.alpha) && x <= T(p.alpha)) ? zero : x;
+    case UnaryFn::softshrink: {
+      const T lambd = T(p.alpha);
+      return x > lambd ? x - lambd : (x < -lambd ? x + lambd : zero);
+    }
     case UnaryFn::exp: return exp(x);
     case UnaryFn::log: return log(x);
     case UnaryFn::sqrt: return sqrt(x);
@@ -196,6 +210,9 @@ TEENY_HD inline T unary_derivative(UnaryFn fn, T x, T y, UnaryParams p) {
     case UnaryFn::elu: return x > zero ? one : T(p.alpha) * exp(x);
     case UnaryFn::hardswish: return x < T(-3) ? zero : (x <= T(3) ? x / T(3) + T(0.5) : one);
     case UnaryFn::hardsigmoid: return (x > T(-3) && x < T(3)) ? one / T(6) : zero;  // 0 at both kinks
+    case UnaryFn::threshold: return x <= T(p.alpha) ? zero : one;
+    case UnaryFn::hardshrink:
+    case UnaryFn::softshrink: return (x >= T(-p.alpha) && x <= T(p.alpha)) ? zero : one;
     case UnaryFn::exp: return y;
     case UnaryFn::log: return one / x;
     case UnaryFn::sqrt: return one / (T(2) * y);

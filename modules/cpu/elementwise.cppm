@@ -93,6 +93,7 @@ void with_binary(BinaryFn fn, Body&& body) {
     case BinaryFn::pow: return body.template operator()<BinaryFn::pow>();
     case BinaryFn::maximum: return body.template operator()<BinaryFn::maximum>();
     case BinaryFn::minimum: return body.template operator()<BinaryFn::minimum>();
+    case BinaryFn::fmod: return body.template operator()<BinaryFn::fmod>();
   }
 }
 

@@ -1,5 +1,6 @@
 // teeny.cpu:reduce — CPU kernels of softmax_op (softmax / log_softmax along one axis), reduce_op
-// (sum, mean, amax, prod over axes), arg_reduce_op (argmax, argmin) and nll_loss_op. The per-element math is
+// (sum, mean, amax, prod over axes), cumsum_op, hardmax_op, arg_reduce_op (argmax, argmin) and
+// nll_loss_op. The per-element math is
 // kernels/math/reduce.hpp.
 module;
 #include <cmath>
@@ -34,11 +35,25 @@ template <CpuReal T>
 void run_backward_kernel(const reduce_op<T>& op, const InputGradArgs<ReduceArgs<T>, T>& args, NoState& state,
                          CpuContext& cpu);
 template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const cumsum_op<T>& op, const InputGradArgs<AxisLinesArgs<T>, T>& args,
+                                        CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const cumsum_op<T>& op, const InputGradArgs<AxisLinesArgs<T>, T>& args, NoState& state,
+                         CpuContext& cpu);
+template <CpuReal T>
 Result<NoState> prepare_backward_kernel(const nll_loss_op<T>& op, const NllLossBackwardArgs<T>& args, CpuContext& cpu);
 template <CpuReal T>
 void run_backward_kernel(const nll_loss_op<T>& op, const NllLossBackwardArgs<T>& args, NoState& state, CpuContext& cpu);
 #endif
 
+template <CpuReal T>
+Result<NoState> prepare_kernel(const cumsum_op<T>& op, const AxisLinesArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const cumsum_op<T>& op, const AxisLinesArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const hardmax_op<T>& op, const AxisLinesArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const hardmax_op<T>& op, const AxisLinesArgs<T>& args, NoState& state, CpuContext& cpu);
 template <CpuReal T>
 Result<NoState> prepare_kernel(const arg_reduce_op<T>& op, const ArgReduceArgs<T>& args, CpuContext& cpu);
 template <CpuReal T>
@@ -303,6 +318,58 @@ void run_kernel(const reduce_op<T>&, const ReduceArgs<T>& args, ReducePlan& plan
   }
 }
 
+namespace {
+// A running sum (in double) along the line at `in`: n elements, stride `inner`, from the end when
+// `reverse`, each sum without its own element when `exclusive`; written to `out`, or added to it
+// (a backward's dx +=).
+template <class T>
+void scan_line(const T* in, T* out, std::int64_t n, std::int64_t inner, bool exclusive, bool reverse, bool add) {
+  double sum = 0;
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::int64_t i = (reverse ? n - 1 - k : k) * inner;
+    const double before = sum;
+    sum += static_cast<double>(in[i]);
+    const auto v = static_cast<T>(exclusive ? before : sum);
+    out[i] = add ? out[i] + v : v;
+  }
+}
+}  // namespace
+
+template <CpuReal T>
+Result<NoState> prepare_kernel(const cumsum_op<T>&, const AxisLinesArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+
+template <CpuReal T>
+void run_kernel(const cumsum_op<T>&, const AxisLinesArgs<T>& a, NoState&, CpuContext& cpu) {
+  parallel_chunks(cpu, a.outer * a.inner, a.n, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t line = begin; line < end; ++line) {
+      const std::int64_t base = (line / a.inner) * a.n * a.inner + line % a.inner;
+      scan_line(a.x.data + base, a.y.data + base, a.n, a.inner, a.exclusive, a.reverse, false);
+    }
+  });
+}
+
+template <CpuReal T>
+Result<NoState> prepare_kernel(const hardmax_op<T>&, const AxisLinesArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+
+template <CpuReal T>
+void run_kernel(const hardmax_op<T>&, const AxisLinesArgs<T>& a, NoState&, CpuContext& cpu) {
+  parallel_chunks(cpu, a.outer * a.inner, a.n, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t line = begin; line < end; ++line) {
+      const std::int64_t base = (line / a.inner) * a.n * a.inner + line % a.inner;
+      const T* x = a.x.data + base;
+      std::int64_t best = 0;
+      for (std::int64_t i = 1; i < a.n; ++i) {
+        if (math::arg_replaces(x[i * a.inner], x[best * a.inner], false, false)) best = i;
+      }
+      for (std::int64_t i = 0; i < a.n; ++i) a.y.data[base + i * a.inner] = i == best ? T(1) : T(0);
+    }
+  });
+}
+
 template <CpuReal T>
 Result<NoState> prepare_kernel(const arg_reduce_op<T>&, const ArgReduceArgs<T>&, CpuContext&) {
   return NoState{};
@@ -470,6 +537,24 @@ void run_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>,
 }
 
 template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const cumsum_op<T>&, const InputGradArgs<AxisLinesArgs<T>, T>&, CpuContext&) {
+  return NoState{};
+}
+
+// dx += the scan of dy the other way round (each x_i is in the sums that come after it).
+template <CpuReal T>
+void run_backward_kernel(const cumsum_op<T>&, const InputGradArgs<AxisLinesArgs<T>, T>& g, NoState&, CpuContext& cpu) {
+  if (g.dx.data == nullptr) return;
+  const AxisLinesArgs<T>& a = g.forward;
+  parallel_chunks(cpu, a.outer * a.inner, a.n, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t line = begin; line < end; ++line) {
+      const std::int64_t base = (line / a.inner) * a.n * a.inner + line % a.inner;
+      scan_line(g.dy.data + base, g.dx.data + base, a.n, a.inner, a.exclusive, !a.reverse, true);
+    }
+  });
+}
+
+template <CpuReal T>
 Result<NoState> prepare_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>&, CpuContext&) {
   return NoState{};
 }
@@ -499,6 +584,10 @@ void run_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>& g,
   template void run_kernel(const softmax_op<T>&, const SoftmaxArgs<T>&, NoState&, CpuContext&);           \
   template Result<ReducePlan> prepare_kernel(const reduce_op<T>&, const ReduceArgs<T>&, CpuContext&);     \
   template void run_kernel(const reduce_op<T>&, const ReduceArgs<T>&, ReducePlan&, CpuContext&);          \
+  template Result<NoState> prepare_kernel(const cumsum_op<T>&, const AxisLinesArgs<T>&, CpuContext&);     \
+  template void run_kernel(const cumsum_op<T>&, const AxisLinesArgs<T>&, NoState&, CpuContext&);          \
+  template Result<NoState> prepare_kernel(const hardmax_op<T>&, const AxisLinesArgs<T>&, CpuContext&);    \
+  template void run_kernel(const hardmax_op<T>&, const AxisLinesArgs<T>&, NoState&, CpuContext&);         \
   template Result<NoState> prepare_kernel(const arg_reduce_op<T>&, const ArgReduceArgs<T>&, CpuContext&); \
   template void run_kernel(const arg_reduce_op<T>&, const ArgReduceArgs<T>&, NoState&, CpuContext&);      \
   template Result<NoState> prepare_kernel(const nll_loss_op<T>&, const NllLossArgs<T>&, CpuContext&);     \
@@ -513,6 +602,10 @@ void run_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>& g,
   template Result<NoState> prepare_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>&,        \
                                                    CpuContext&);                                                       \
   template void run_backward_kernel(const reduce_op<T>&, const InputGradArgs<ReduceArgs<T>, T>&, NoState&,             \
+                                    CpuContext&);                                                                      \
+  template Result<NoState> prepare_backward_kernel(const cumsum_op<T>&, const InputGradArgs<AxisLinesArgs<T>, T>&,     \
+                                                   CpuContext&);                                                       \
+  template void run_backward_kernel(const cumsum_op<T>&, const InputGradArgs<AxisLinesArgs<T>, T>&, NoState&,          \
                                     CpuContext&);                                                                      \
   template Result<NoState> prepare_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>&, CpuContext&); \
   template void run_backward_kernel(const nll_loss_op<T>&, const NllLossBackwardArgs<T>&, NoState&, CpuContext&);

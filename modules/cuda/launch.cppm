@@ -296,6 +296,15 @@ struct KernelParams<reduce_op<T>> {
   using backward = cuda_kernels::ReduceBackwardParamList<T>;
 };
 template <FloatElement T>
+struct KernelParams<cumsum_op<T>> {
+  using type = cuda_kernels::AxisLinesParamList<T>;
+  using backward = cuda_kernels::AxisLinesBackwardParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<hardmax_op<T>> {
+  using type = cuda_kernels::AxisLinesParamList<T>;
+};
+template <FloatElement T>
 struct KernelParams<arg_reduce_op<T>> {
   using type = cuda_kernels::ArgReduceParamList<T>;
 };

@@ -120,12 +120,6 @@ struct EmbeddingOptions {
   DType dtype = DType::f32;
 };
 
-struct NllLossOptions {
-  std::optional<Value> weight{};  // class weights [C]
-  LossReduction reduction = LossReduction::mean;
-  std::optional<std::int64_t> ignore_index = -100;  // none: every target counts
-};
-
 struct AttentionOptions {
   bool causal = false;
   std::optional<double> scale{};  // none: 1/sqrt(E)
@@ -185,6 +179,9 @@ class GraphBuilder {
   // ---- activations
   Value relu(Value x);
   Value leaky_relu(Value x, double negative_slope = 0.01);
+  Value threshold(Value x, double threshold, double value);
+  Value hardshrink(Value x, double lambd = 0.5);
+  Value softshrink(Value x, double lambd = 0.5);
   Value gelu(Value x, GeluApproximate approximate = GeluApproximate::none);
   Value silu(Value x);
   Value sigmoid(Value x);
@@ -204,6 +201,8 @@ class GraphBuilder {
   Value pow(Value a, Value b);
   Value maximum(Value a, Value b);
   Value minimum(Value a, Value b);
+  /// torch.fmod: a - trunc(a / b) * b, the sign of a.
+  Value fmod(Value a, Value b);
   Value exp(Value x);
   Value log(Value x);
   Value sqrt(Value x);
@@ -222,10 +221,16 @@ class GraphBuilder {
   /// select_last_index).
   Value argmax(Value x, std::int64_t axis, bool keepdim = false, bool select_last_index = false);
   Value argmin(Value x, std::int64_t axis, bool keepdim = false, bool select_last_index = false);
+  /// torch.cumsum along `axis`; `exclusive` and `reverse` as ONNX's CumSum.
+  Value cumsum(Value x, std::int64_t axis, bool exclusive = false, bool reverse = false);
+  /// ONNX's Hardmax: the one-hot of each line's first maximum along `axis`.
+  Value hardmax(Value x, std::int64_t axis = -1);
 
   // ---- losses
-  /// F.nll_loss(input [N, C, d...], target [N, d...], weight, ignore_index, reduction).
-  Value nll_loss(Value input, Value target, NllLossOptions options = {});
+  /// F.nll_loss(input [N, C, d...], target [N, d...], weight [C], reduction, ignore_index (none:
+  /// every target counts)). (teeny.train's nll_loss is the training loop's loss, outside the graph.)
+  Value nll_loss(Value input, Value target, std::optional<Value> weight = std::nullopt,
+                 LossReduction reduction = LossReduction::mean, std::optional<std::int64_t> ignore_index = -100);
 
   // ---- shape ops
   Value flatten(Value x, std::int64_t start_dim = 1, std::int64_t end_dim = -1);
@@ -578,6 +583,11 @@ Value GraphBuilder::attention(Value q, Value k, Value v, AttentionOptions o) {
 
 Value GraphBuilder::relu(Value x) { return add_standard(ReLU{}, {x}); }
 Value GraphBuilder::leaky_relu(Value x, double negative_slope) { return add_standard(LeakyReLU{negative_slope}, {x}); }
+Value GraphBuilder::threshold(Value x, double threshold, double value) {
+  return add_standard(Threshold{threshold, value}, {x});
+}
+Value GraphBuilder::hardshrink(Value x, double lambd) { return add_standard(Hardshrink{lambd}, {x}); }
+Value GraphBuilder::softshrink(Value x, double lambd) { return add_standard(Softshrink{lambd}, {x}); }
 Value GraphBuilder::gelu(Value x, GeluApproximate approximate) { return add_standard(GELU{approximate}, {x}); }
 Value GraphBuilder::silu(Value x) { return add_standard(SiLU{}, {x}); }
 Value GraphBuilder::sigmoid(Value x) { return add_standard(Sigmoid{}, {x}); }
@@ -600,6 +610,7 @@ Value GraphBuilder::div(Value a, Value b) { return add_standard(Binary{BinaryOp:
 Value GraphBuilder::pow(Value a, Value b) { return add_standard(Binary{BinaryOp::pow}, {a, b}); }
 Value GraphBuilder::maximum(Value a, Value b) { return add_standard(Binary{BinaryOp::maximum}, {a, b}); }
 Value GraphBuilder::minimum(Value a, Value b) { return add_standard(Binary{BinaryOp::minimum}, {a, b}); }
+Value GraphBuilder::fmod(Value a, Value b) { return add_standard(Binary{BinaryOp::fmod}, {a, b}); }
 Value GraphBuilder::exp(Value x) { return add_standard(Unary{UnaryOp::exp}, {x}); }
 Value GraphBuilder::log(Value x) { return add_standard(Unary{UnaryOp::log}, {x}); }
 Value GraphBuilder::sqrt(Value x) { return add_standard(Unary{UnaryOp::sqrt}, {x}); }
@@ -627,10 +638,16 @@ Value GraphBuilder::argmin(Value x, std::int64_t axis, bool keepdim, bool select
   return add_standard(ArgReduce{ArgOp::min, axis, keepdim, select_last_index}, {x});
 }
 
-Value GraphBuilder::nll_loss(Value input, Value target, NllLossOptions o) {
+Value GraphBuilder::cumsum(Value x, std::int64_t axis, bool exclusive, bool reverse) {
+  return add_standard(CumSum{axis, exclusive, reverse}, {x});
+}
+Value GraphBuilder::hardmax(Value x, std::int64_t axis) { return add_standard(Hardmax{axis}, {x}); }
+
+Value GraphBuilder::nll_loss(Value input, Value target, std::optional<Value> weight, LossReduction reduction,
+                             std::optional<std::int64_t> ignore_index) {
   std::vector<Value> inputs{input, target};
-  if (o.weight) inputs.push_back(*o.weight);
-  return add_standard(NllLoss{o.reduction, o.ignore_index}, std::move(inputs));
+  if (weight) inputs.push_back(*weight);
+  return add_standard(NllLoss{reduction, ignore_index}, std::move(inputs));
 }
 
 // ---- shape ops

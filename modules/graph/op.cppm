@@ -41,9 +41,10 @@ using GraphOp = std::variant<
     Dropout,                                                                                 // elementwise
     Attention,                                                                               // sequence
     ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Hardsigmoid,       // elementwise
+    Threshold, Hardshrink, Softshrink,                                                       // elementwise
     Softmax, LogSoftmax,                                                                     // reduce
     Binary, Unary,                                                                           // elementwise
-    Reduce, ArgReduce, NllLoss,                                                              // reduce
+    Reduce, ArgReduce, CumSum, Hardmax, NllLoss,                                             // reduce
     CustomOp>;  // any op defined outside teeny (graph/custom_op.cppm)
 
 namespace graph_detail {

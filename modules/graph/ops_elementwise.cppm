@@ -41,6 +41,40 @@ struct LeakyReLU {
 };
 static_assert(GraphOpType<LeakyReLU>);
 
+/// torch.nn.Threshold: y = x where x > threshold, else value.
+struct Threshold {
+  static constexpr std::string_view kind = "threshold";
+  static constexpr Arity arity{1, 1};
+  double threshold = 0;
+  double value = 0;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const Threshold&, const Threshold&) = default;
+};
+static_assert(GraphOpType<Threshold>);
+
+/// torch.nn.Hardshrink: y = 0 where |x| <= lambd, else x.
+struct Hardshrink {
+  static constexpr std::string_view kind = "hardshrink";
+  static constexpr Arity arity{1, 1};
+  double lambd = 0.5;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const Hardshrink&, const Hardshrink&) = default;
+};
+static_assert(GraphOpType<Hardshrink>);
+
+/// torch.nn.Softshrink: x - lambd above lambd, x + lambd below -lambd, 0 between (lambd >= 0).
+struct Softshrink {
+  static constexpr std::string_view kind = "softshrink";
+  static constexpr Arity arity{1, 1};
+  double lambd = 0.5;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const Softshrink&, const Softshrink&) = default;
+};
+static_assert(GraphOpType<Softshrink>);
+
 /// How GELU evaluates the Gaussian CDF: exactly (erf) or with PyTorch's tanh approximation.
 enum class GeluApproximate : std::uint8_t { none, tanh };
 constexpr std::string_view name(GeluApproximate a) { return a == GeluApproximate::tanh ? "tanh" : "none"; }
@@ -133,7 +167,7 @@ static_assert(GraphOpType<Hardsigmoid>);
 
 /// An element-wise binary op: `count` is not one but how many there are (it stays last, so it
 /// cannot go stale; every table indexed by a BinaryOp checks its size against it).
-enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum, count };
+enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum, fmod, count };
 inline constexpr std::size_t binary_op_count = static_cast<std::size_t>(BinaryOp::count);
 constexpr std::string_view name(BinaryOp op) {
   switch (op) {
@@ -144,6 +178,7 @@ constexpr std::string_view name(BinaryOp op) {
     case BinaryOp::pow: return "pow";
     case BinaryOp::maximum: return "maximum";
     case BinaryOp::minimum: return "minimum";
+    case BinaryOp::fmod: return "fmod";
     case BinaryOp::count: break;
   }
   return "binary";
@@ -278,6 +313,12 @@ Result<TensorType> same_float(std::span<const TensorType> inputs) {
 
 Result<TensorType> ReLU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
 Result<TensorType> LeakyReLU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> Threshold::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> Hardshrink::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
+Result<TensorType> Softshrink::infer(std::span<const TensorType> inputs) const {
+  if (!(lambd >= 0)) return fail(Errc::invalid_argument, "lambd must be at least 0, got ", lambd);
+  return same_float(inputs);
+}
 Result<TensorType> GELU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
 Result<TensorType> SiLU::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
 Result<TensorType> Sigmoid::infer(std::span<const TensorType> inputs) const { return same_float(inputs); }
@@ -292,6 +333,9 @@ Result<TensorType> Softplus::infer(std::span<const TensorType> inputs) const {
 }
 
 std::string LeakyReLU::attributes() const { return attrs({{"negative_slope", fmt(negative_slope)}}); }
+std::string Threshold::attributes() const { return attrs({{"threshold", fmt(threshold)}, {"value", fmt(value)}}); }
+std::string Hardshrink::attributes() const { return attrs({{"lambd", fmt(lambd)}}); }
+std::string Softshrink::attributes() const { return attrs({{"lambd", fmt(lambd)}}); }
 std::string GELU::attributes() const { return attrs({{"approximate", to_string(approximate)}}); }
 std::string Softplus::attributes() const { return attrs({{"beta", fmt(beta)}, {"threshold", fmt(threshold)}}); }
 std::string ELU::attributes() const { return attrs({{"alpha", fmt(alpha)}}); }

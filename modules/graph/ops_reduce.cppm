@@ -74,6 +74,32 @@ struct Reduce {
 };
 static_assert(GraphOpWithName<Reduce>);
 
+/// torch.cumsum along `axis`; ONNX's CumSum adds `exclusive` (each sum leaves its own element
+/// out: the first is 0) and `reverse` (sums from the end).
+struct CumSum {
+  static constexpr std::string_view kind = "cumsum";
+  static constexpr Arity arity{1, 1};
+  std::int64_t axis = 0;
+  bool exclusive = false;
+  bool reverse = false;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const CumSum&, const CumSum&) = default;
+};
+static_assert(GraphOpType<CumSum>);
+
+/// ONNX's Hardmax along `axis` (PyTorch has none): 1 where the first maximum of each line is, 0
+/// elsewhere; NaN counts as the maximum, as for argmax.
+struct Hardmax {
+  static constexpr std::string_view kind = "hardmax";
+  static constexpr Arity arity{1, 1};
+  std::int64_t axis = -1;
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const Hardmax&, const Hardmax&) = default;
+};
+static_assert(GraphOpType<Hardmax>);
+
 /// Which extreme an ArgReduce finds. `count` is the number of values, as for ReduceOp.
 enum class ArgOp : std::uint8_t { max, min, count };
 
@@ -190,6 +216,24 @@ Result<TensorType> Reduce::infer(std::span<const TensorType> inputs) const {
 }
 
 std::string Reduce::attributes() const { return attrs({{"axes", fmt(axes)}, {"keepdim", fmt(keepdim)}}); }
+
+Result<TensorType> CumSum::infer(std::span<const TensorType> inputs) const {
+  TEENY_GRAPH_TRY(require_float(inputs[0]));
+  TEENY_GRAPH_TRY(normalize_axis(axis, inputs[0].shape.rank()));
+  return inputs[0];
+}
+
+std::string CumSum::attributes() const {
+  return attrs({{"axis", fmt(axis)}, {"exclusive", fmt(exclusive)}, {"reverse", fmt(reverse)}});
+}
+
+Result<TensorType> Hardmax::infer(std::span<const TensorType> inputs) const {
+  TEENY_GRAPH_TRY(require_float(inputs[0]));
+  TEENY_GRAPH_TRY(normalize_axis(axis, inputs[0].shape.rank()));
+  return inputs[0];
+}
+
+std::string Hardmax::attributes() const { return attrs({{"axis", fmt(axis)}}); }
 
 Result<TensorType> ArgReduce::infer(std::span<const TensorType> inputs) const {
   const TensorType& x = inputs[0];

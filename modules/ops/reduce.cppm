@@ -1,7 +1,7 @@
 // teeny.ops:reduce — ops that combine elements along axes: softmax_op (softmax and log_softmax over
-// one axis), reduce_op (sum, mean, amax, prod over a set of axes, keepdim or not), arg_reduce_op
-// (argmax, argmin) and nll_loss_op (F.nll_loss). Their math is kernels/math/reduce.hpp, shared by the CPU and CUDA
-// kernels.
+// one axis), reduce_op (sum, mean, amax, prod over a set of axes, keepdim or not), cumsum_op,
+// hardmax_op, arg_reduce_op (argmax, argmin) and nll_loss_op (F.nll_loss). Their math is kernels/math/reduce.hpp,
+// shared by the CPU and CUDA kernels.
 //
 //   softmax_op<float>{.axis = 1, .log = true, .out = {{batch, 10}}};     // torch.log_softmax(x, 1)
 //   reduce_op<float>{.fn = ReduceFn::mean, .axes = {0, 2}, .out = ...};   // torch.mean(x, (0, 2))
@@ -162,6 +162,118 @@ static_assert(RuntimeOp<reduce_op<float>>);
 static_assert(BackwardOp<reduce_op<float>>);
 #endif
 
+/// A contiguous tensor read as [outer, n, inner] around one axis: lines of n elements, stride inner.
+struct AxisLines {
+  std::int64_t outer = 1;
+  std::int64_t n = 1;
+  std::int64_t inner = 1;
+};
+/// The lines of `shape` along `axis` (negative from the end); an error naming the input when the
+/// axis is out of range.
+inline Result<AxisLines> axis_lines(const ConcreteShape& shape, std::int64_t axis) {
+  const auto rank = static_cast<std::int64_t>(shape.rank());
+  const std::int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) return fail(Errc::out_of_range, "axis ", axis, " is out of range for input ", shape);
+  AxisLines lines;
+  for (std::int64_t d = 0; d < rank; ++d) {
+    const std::int64_t size = shape[static_cast<std::size_t>(d)];
+    if (d < a) lines.outer *= size;
+    if (d == a) lines.n = size;
+    if (d > a) lines.inner *= size;
+  }
+  return lines;
+}
+
+/// The arguments of the ops that walk lines along one axis (cumsum, hardmax): x and y contiguous,
+/// of one shape, read as [outer, n, inner]; the flags are cumsum's.
+template <FloatElement T>
+struct AxisLinesArgs {
+  TensorView<const T> x;
+  TensorView<T> y;
+  std::int64_t outer = 1;
+  std::int64_t n = 1;
+  std::int64_t inner = 1;
+  bool exclusive = false;
+  bool reverse = false;
+  auto fields() const { return std::tie(x, y, outer, n, inner, exclusive, reverse); }
+};
+
+namespace ops_detail {
+template <class T>
+Result<AxisLinesArgs<T>> pack_axis_lines(const OpBindings& b, std::int64_t axis, bool exclusive, bool reverse) {
+  auto x = input_view<const T>(b, 0);
+  auto y = output_view<T>(b);
+  if (auto e = first_error(x, y)) return *e;
+  auto lines = axis_lines(x->shape, axis);
+  if (!lines) return std::move(lines).error();
+  auto xc = contiguous_as(*x, x->shape, "input");
+  auto yc = contiguous_as(*y, x->shape, "output");
+  if (auto e = first_error(xc, yc)) return *e;
+  return AxisLinesArgs<T>{*xc, *yc, lines->outer, lines->n, lines->inner, exclusive, reverse};
+}
+}  // namespace ops_detail
+
+/// torch.cumsum with ONNX's exclusive and reverse (graph op CumSum). Sums in double along each
+/// line, in order, as PyTorch's CPU accumulates floats.
+template <FloatElement T>
+struct cumsum_op {
+  using Args = AxisLinesArgs<T>;
+  CumSum attrs;
+  OpOutput out;
+
+  std::string_view name() const { return "cumsum"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return kernel_instance<"cumsum", "cumsum_backward", T>(); }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    return ops_detail::pack_axis_lines<T>(b, attrs.axis, attrs.exclusive, attrs.reverse);
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  /// A thread a line.
+  Dim3 grid(const ConcreteShape& y) const {
+    auto lines = axis_lines(y, attrs.axis);
+    return {ceil_div(lines ? lines->outer * lines->inner : 1, 256), 1, 1};
+  }
+
+#if TEENY_TRAINING
+  /// dx += the cumsum of dy in the other direction, exclusive as the forward.
+  using BackwardArgs = InputGradArgs<Args, T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const { return pack_input_grad<T>(*this, b); }
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape& y) const { return grid(y); }
+#endif
+};
+static_assert(RuntimeOp<cumsum_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<cumsum_op<float>>);
+#endif
+
+/// ONNX's Hardmax (graph op Hardmax): no backward, as its gradient is 0 wherever it has one.
+template <FloatElement T>
+struct hardmax_op {
+  using Args = AxisLinesArgs<T>;
+  Hardmax attrs;
+  OpOutput out;
+
+  std::string_view name() const { return "hardmax"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {kernel_ref<"hardmax", T>(), std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 1; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    return ops_detail::pack_axis_lines<T>(b, attrs.axis, false, false);
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  /// A thread a line.
+  Dim3 grid(const ConcreteShape& y) const {
+    auto lines = axis_lines(y, attrs.axis);
+    return {ceil_div(lines ? lines->outer * lines->inner : 1, 256), 1, 1};
+  }
+};
+static_assert(RuntimeOp<hardmax_op<float>>);
+
 template <FloatElement T>
 struct ArgReduceArgs {
   TensorView<const T> x;       // contiguous, read as [outer, n, inner], the search along n
@@ -192,17 +304,9 @@ struct arg_reduce_op {
     auto x = input_view<const T>(b, 0);
     auto y = output_view<std::int64_t>(b);
     if (auto e = first_error(x, y)) return *e;
-    const auto rank = static_cast<std::int64_t>(x->rank());
-    const std::int64_t a = attrs.axis < 0 ? attrs.axis + rank : attrs.axis;
-    if (a < 0 || a >= rank)
-      return fail(Errc::out_of_range, "axis ", attrs.axis, " is out of range for input ", x->shape);
-    Args args{{}, {}, 1, 1, 1, attrs.op == ArgOp::min, attrs.select_last_index};
-    for (std::int64_t d = 0; d < rank; ++d) {
-      const std::int64_t size = x->shape[static_cast<std::size_t>(d)];
-      if (d < a) args.outer *= size;
-      if (d == a) args.n = size;
-      if (d > a) args.inner *= size;
-    }
+    auto lines = axis_lines(x->shape, attrs.axis);
+    if (!lines) return std::move(lines).error();
+    Args args{{}, {}, lines->outer, lines->n, lines->inner, attrs.op == ArgOp::min, attrs.select_last_index};
     if (args.n == 0) return fail(Errc::shape_mismatch, name(), " over an empty dim of ", x->shape);
     auto xc = contiguous_as(*x, x->shape, "input");
     auto yc = contiguous_as(*y, {args.outer * args.inner}, "output");

@@ -43,6 +43,9 @@ overloaded(F...) -> overloaded<F...>;
 using Activation = std::pair<UnaryFn, UnaryParams>;
 inline Activation activation(const ReLU&) { return {UnaryFn::relu, {}}; }
 inline Activation activation(const LeakyReLU& a) { return {UnaryFn::leaky_relu, {a.negative_slope, 0}}; }
+inline Activation activation(const Threshold& t) { return {UnaryFn::threshold, {t.threshold, t.value}}; }
+inline Activation activation(const Hardshrink& h) { return {UnaryFn::hardshrink, {h.lambd, 0}}; }
+inline Activation activation(const Softshrink& s) { return {UnaryFn::softshrink, {s.lambd, 0}}; }
 inline Activation activation(const GELU& a) {
   return {a.approximate == GeluApproximate::tanh ? UnaryFn::gelu_tanh : UnaryFn::gelu_erf, {}};
 }
@@ -149,6 +152,7 @@ inline BinaryFn binary_fn(BinaryOp op) {
     case BinaryOp::pow: return BinaryFn::pow;
     case BinaryOp::maximum: return BinaryFn::maximum;
     case BinaryOp::minimum: return BinaryFn::minimum;
+    case BinaryOp::fmod: return BinaryFn::fmod;
     case BinaryOp::count: break;
   }
   return BinaryFn::add;  // not reached
@@ -227,6 +231,8 @@ struct standard_node_lowering {
             [&](const LogSoftmax& s) { return emit(softmax_op<T>{s.axis, true, out}); },
             [&](const Reduce& r) { return emit(reduce_op<T>{reduce_fn(r.op), r.axes, r.keepdim, out}); },
             [&](const ArgReduce& a) { return emit(arg_reduce_op<T>{a, out}); },
+            [&](const CumSum& c) { return emit(cumsum_op<T>{c, out}); },
+            [&](const Hardmax& h) { return emit(hardmax_op<T>{h, out}); },
             [&](const NllLoss& l) { return emit(nll_loss_op<T>{l, out, node.inputs.size() == 3}); },
             [&](const Transpose& t) { return emit(permute_op<T>{transpose_dims(t, type.shape.rank()), out}); },
             [&](const Permute& p) { return emit(permute_op<T>{p.dims, out}); },

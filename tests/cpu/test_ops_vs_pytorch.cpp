@@ -390,6 +390,9 @@ std::vector<OpCase> cases() {
       {"elu_alpha0_5", {"x"}, [](GraphBuilder& b, auto& in) { return b.elu(in[0], 0.5); }},
       {"hardswish", {"x"}, unary(&GraphBuilder::hardswish)},
       {"hardsigmoid", {"x"}, unary(&GraphBuilder::hardsigmoid)},
+      {"threshold", {"x"}, [](GraphBuilder& b, auto& in) { return b.threshold(in[0], 0.5, -2.0); }},
+      {"hardshrink", {"x"}, [](GraphBuilder& b, auto& in) { return b.hardshrink(in[0], 0.75); }},
+      {"softshrink", {"x"}, [](GraphBuilder& b, auto& in) { return b.softshrink(in[0], 0.75); }},
       {"exp", {"x"}, unary(&GraphBuilder::exp)},
       {"log", {"x"}, unary(&GraphBuilder::log)},
       {"sqrt", {"x"}, unary(&GraphBuilder::sqrt)},
@@ -406,6 +409,7 @@ std::vector<OpCase> cases() {
       {"reshape_flat", {"x"}, [](GraphBuilder& b, auto& in) { return b.reshape(in[0], {-1}); }},
       {"maximum_nan", {"a", "b"}, binary(&GraphBuilder::maximum)},
       {"minimum_nan", {"a", "b"}, binary(&GraphBuilder::minimum)},
+      {"fmod", {"a", "b"}, binary(&GraphBuilder::fmod)},
       {"pow_negative_base_integer_exponent", {"a", "b"}, binary(&GraphBuilder::pow)},
       {"pow_square_root", {"a", "b"}, binary(&GraphBuilder::pow)},
   };

@@ -1,5 +1,6 @@
-// nll_loss, argmax / argmin and prod run by a CPU model, against values worked out by hand: the
-// rules PyTorch and ONNX document (ignore_index, class weights, the mean's divisor, ties, NaN).
+// nll_loss, argmax / argmin, cumsum, hardmax and prod run by a CPU model, against values worked
+// out by hand: the rules PyTorch and ONNX document (ignore_index, class weights, the mean's
+// divisor, ties, NaN, exclusive and reverse sums).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -61,29 +62,26 @@ std::vector<teeny::NamedTensor> loss_inputs(std::vector<std::int64_t> t = target
   in.push_back(longs("t", std::move(t), {3}));
   return in;
 }
-Value loss_graph(GraphBuilder& b, teeny::NllLossOptions options) {
-  return b.nll_loss(b.input("x", DType::f32, {3, 3}), b.input("t", DType::i64, {3}), options);
+Value loss_graph(GraphBuilder& b, teeny::LossReduction reduction = teeny::LossReduction::mean,
+                 std::optional<std::int64_t> ignore_index = -100, std::optional<Value> weight = std::nullopt) {
+  return b.nll_loss(b.input("x", DType::f32, {3, 3}), b.input("t", DType::i64, {3}), weight, reduction, ignore_index);
 }
 }  // namespace
 
 TEST_CASE("nll_loss: an ignored target counts in neither the sum nor the mean's divisor") {
   // Terms: -(-2.0) for sample 0 (class 2), sample 1 ignored, -(-0.75) for sample 2 (class 1).
-  const auto none =
-      run([](GraphBuilder& b) { return loss_graph(b, {.reduction = teeny::LossReduction::none}); }, loss_inputs());
+  const auto none = run([](GraphBuilder& b) { return loss_graph(b, teeny::LossReduction::none); }, loss_inputs());
   CHECK(none == std::vector<double>{2.0, 0.0, 0.75});
-  const auto sum =
-      run([](GraphBuilder& b) { return loss_graph(b, {.reduction = teeny::LossReduction::sum}); }, loss_inputs());
+  const auto sum = run([](GraphBuilder& b) { return loss_graph(b, teeny::LossReduction::sum); }, loss_inputs());
   CHECK(sum == std::vector<double>{2.75});
-  const auto mean = run([](GraphBuilder& b) { return loss_graph(b, {}); }, loss_inputs());
+  const auto mean = run([](GraphBuilder& b) { return loss_graph(b); }, loss_inputs());
   CHECK(mean[0] == doctest::Approx(2.75 / 2));
 }
 
 TEST_CASE("nll_loss: class weights scale each term and the mean divides by their sum") {
   // Weights per class 0.5, 2, 4: terms 4 * 2.0 and 2 * 0.75; divisor 4 + 2 (sample 1 ignored).
   const auto mean = run(
-      [](GraphBuilder& b) {
-        return loss_graph(b, {.weight = b.input("w", DType::f32, {3}), .reduction = teeny::LossReduction::mean});
-      },
+      [](GraphBuilder& b) { return loss_graph(b, teeny::LossReduction::mean, -100, b.input("w", DType::f32, {3})); },
       [] {
         auto in = loss_inputs();
         in.push_back(floats("w", {0.5F, 2.0F, 4.0F}, {3}));
@@ -93,14 +91,11 @@ TEST_CASE("nll_loss: class weights scale each term and the mean divides by their
 }
 
 TEST_CASE("nll_loss: a target outside the classes that is not ignored makes the loss NaN, not a number") {
-  const auto none = run(
-      [](GraphBuilder& b) {
-        return loss_graph(b, {.reduction = teeny::LossReduction::none, .ignore_index = std::nullopt});
-      },
-      loss_inputs({2, 3, 1}));
+  const auto none = run([](GraphBuilder& b) { return loss_graph(b, teeny::LossReduction::none, std::nullopt); },
+                        loss_inputs({2, 3, 1}));
   CHECK(none[0] == 2.0);
   CHECK(std::isnan(none[1]));
-  const auto mean = run([](GraphBuilder& b) { return loss_graph(b, {.ignore_index = std::nullopt}); },
+  const auto mean = run([](GraphBuilder& b) { return loss_graph(b, teeny::LossReduction::mean, std::nullopt); },
                         loss_inputs({2, -100, 1}));  // -100 is a class index here, and out of range
   CHECK(std::isnan(mean[0]));
 }
@@ -118,6 +113,25 @@ TEST_CASE("argmax and argmin: the first extreme, the last with select_last_index
   CHECK(run([&](GraphBuilder& b) { return b.argmin(x(b), 1); }, in()) == std::vector<double>{3, 1, 0});
   CHECK(run([&](GraphBuilder& b) { return b.argmin(x(b), -1, true, true); }, in()) == std::vector<double>{3, 3, 1});
   CHECK(run([&](GraphBuilder& b) { return b.argmax(x(b), 0); }, in()) == std::vector<double>{1, 1, 2, 1});
+}
+
+TEST_CASE("cumsum: inclusive, exclusive, reversed; hardmax: the first maximum of each line") {
+  const auto in = [] {
+    std::vector<teeny::NamedTensor> v;
+    v.push_back(floats("x", {1, 2, 3, 4, 5, 6}, {2, 3}));
+    return v;
+  };
+  const auto x = [](GraphBuilder& b) { return b.input("x", DType::f32, {2, 3}); };
+  CHECK(run([&](GraphBuilder& b) { return b.cumsum(x(b), 1); }, in()) == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK(run([&](GraphBuilder& b) { return b.cumsum(x(b), 1, true); }, in()) == std::vector<double>{0, 1, 3, 0, 4, 9});
+  CHECK(run([&](GraphBuilder& b) { return b.cumsum(x(b), 1, false, true); }, in()) ==
+        std::vector<double>{6, 5, 3, 15, 11, 6});
+  CHECK(run([&](GraphBuilder& b) { return b.cumsum(x(b), 0, true, true); }, in()) ==
+        std::vector<double>{4, 5, 6, 0, 0, 0});
+  std::vector<teeny::NamedTensor> ties;
+  ties.push_back(floats("x", {1, 3, 3, 2, 0, -1}, {2, 3}));
+  CHECK(run([&](GraphBuilder& b) { return b.hardmax(x(b)); }, std::move(ties)) ==
+        std::vector<double>{0, 1, 0, 1, 0, 0});
 }
 
 TEST_CASE("prod multiplies over the reduced axes") {

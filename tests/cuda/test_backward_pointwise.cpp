@@ -34,13 +34,13 @@ TEST_CASE("cuda backward: binary ops sum each operand's gradient over its broadc
   };
   for (const teeny::BinaryFn fn :
        {teeny::BinaryFn::add, teeny::BinaryFn::sub, teeny::BinaryFn::mul, teeny::BinaryFn::div, teeny::BinaryFn::pow,
-        teeny::BinaryFn::maximum, teeny::BinaryFn::minimum}) {
+        teeny::BinaryFn::maximum, teeny::BinaryFn::minimum, teeny::BinaryFn::fmod}) {
     CAPTURE(static_cast<int>(fn));
     for (const Shapes& s : shapes) {
       CAPTURE(s.y);
       HostTensor a = random_tensor(s.a, 2);
       HostTensor b = random_tensor(s.b, 3);
-      if (fn == teeny::BinaryFn::div) b = away_from_zero(b);
+      if (fn == teeny::BinaryFn::div || fn == teeny::BinaryFn::fmod) b = away_from_zero(b);
       if (fn == teeny::BinaryFn::pow) a = positive(a);
       check_backward_against_cpu(
           [fn, y = s.y]<class T>() {

@@ -213,6 +213,9 @@ Value make(op_t<teeny::Softplus>, Step& s, Value x) { return s.b.softplus(x, s.i
 Value make(op_t<teeny::ELU>, Step& s, Value x) { return s.b.elu(x, s.in.real()); }
 Value make(op_t<teeny::Hardswish>, Step& s, Value x) { return s.b.hardswish(x); }
 Value make(op_t<teeny::Hardsigmoid>, Step& s, Value x) { return s.b.hardsigmoid(x); }
+Value make(op_t<teeny::Threshold>, Step& s, Value x) { return s.b.threshold(x, s.in.real(), s.in.real()); }
+Value make(op_t<teeny::Hardshrink>, Step& s, Value x) { return s.b.hardshrink(x, s.in.real()); }
+Value make(op_t<teeny::Softshrink>, Step& s, Value x) { return s.b.softshrink(x, s.in.real()); }
 Value make(op_t<teeny::Softmax>, Step& s, Value x) { return s.b.softmax(x, s.in.integer()); }
 Value make(op_t<teeny::LogSoftmax>, Step& s, Value x) { return s.b.log_softmax(x, s.in.integer()); }
 Value make(op_t<teeny::Binary>, Step& s, Value x) {
@@ -233,6 +236,11 @@ Value make(op_t<teeny::Reduce>, Step& s, Value x) {
     default: return s.b.max(x, s.in.integers(4), s.in.flag());
   }
 }
+Value make(op_t<teeny::CumSum>, Step& s, Value x) {
+  const bool exclusive = s.in.flag();
+  return s.b.cumsum(x, s.in.integer(), exclusive, s.in.flag());
+}
+Value make(op_t<teeny::Hardmax>, Step& s, Value x) { return s.b.hardmax(x, s.in.integer()); }
 Value make(op_t<teeny::ArgReduce>, Step& s, Value x) {
   const bool keepdim = s.in.flag();
   const bool last = s.in.flag();
@@ -242,7 +250,7 @@ Value make(op_t<teeny::NllLoss>, Step& s, Value x) {
   const auto reduction = static_cast<teeny::LossReduction>(s.in.byte() % (teeny::loss_reduction_count + 1));
   std::optional<Value> weight;
   if (s.in.flag()) weight = s.pick();
-  return s.b.nll_loss(x, s.pick(), {.weight = weight, .reduction = reduction, .ignore_index = s.in.maybe()});
+  return s.b.nll_loss(x, s.pick(), weight, reduction, s.in.maybe());
 }
 
 template <class Op>

@@ -16,8 +16,9 @@ import teeny.graph;
 using namespace graph_test;
 
 TEST_CASE("activations keep the type and reject integer inputs, naming the dtype") {
-  const std::vector<GraphOp> activations{ReLU{},     LeakyReLU{}, GELU{},      SiLU{},        Sigmoid{}, Tanh{},
-                                         Softplus{}, ELU{},       Hardswish{}, Hardsigmoid{}, Softmax{}, LogSoftmax{}};
+  const std::vector<GraphOp> activations{ReLU{},      LeakyReLU{},  GELU{},       SiLU{},      Sigmoid{},
+                                         Tanh{},      Softplus{},   ELU{},        Hardswish{}, Hardsigmoid{},
+                                         Threshold{}, Hardshrink{}, Softshrink{}, Softmax{},   LogSoftmax{}};
   for (const GraphOp& op : activations) {
     CAPTURE(describe(op));
     CHECK(*run(op, {f32({batch, 10})}) == f32({batch, 10}));
@@ -28,6 +29,8 @@ TEST_CASE("activations keep the type and reject integer inputs, naming the dtype
   }
   CHECK(describe(ReLU{}) == "relu()");
   CHECK(describe(LeakyReLU{}) == "leaky_relu(negative_slope=0.01)");
+  CHECK(describe(Threshold{0.5, -2}) == "threshold(threshold=0.5, value=-2)");
+  CHECK(error_of(Softshrink{-1}, {f32({3})}) == "lambd must be at least 0, got -1");
   CHECK(describe(GELU{GeluApproximate::tanh}) == "gelu(approximate=tanh)");
   CHECK(describe(Softplus{}) == "softplus(beta=1, threshold=20)");
   CHECK(describe(ELU{}) == "elu(alpha=1)");

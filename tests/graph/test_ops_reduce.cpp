@@ -54,6 +54,15 @@ TEST_CASE("nll_loss takes [N, C, d...] with integer targets [N, d...] and option
   CHECK_CONTAINS(error_of(NllLoss{}, {f32({4, 10}), i64({4}), typed(DType::f64, {10})}), "different dtypes");
 }
 
+TEST_CASE("cumsum and hardmax keep the input's type; their axis must be in range") {
+  CHECK(*run(CumSum{1, true, true}, {f32({batch, 10})}) == f32({batch, 10}));
+  CHECK(*run(Hardmax{}, {f32({2, 3, 4})}) == f32({2, 3, 4}));
+  CHECK(describe(CumSum{-1}) == "cumsum(axis=-1, exclusive=false, reverse=false)");
+  CHECK(error_of(CumSum{2}, {f32({2, 3})}) == "axis 2 is out of range for rank 2 (valid: -2..1)");
+  CHECK(error_of(Hardmax{-3}, {f32({2, 3})}) == "axis -3 is out of range for rank 2 (valid: -2..1)");
+  CHECK_CONTAINS(error_of(CumSum{}, {i64({2})}), "floating-point");
+}
+
 TEST_CASE("argmax and argmin give i64 indices along one axis, keepdim or not") {
   CHECK(*run(ArgReduce{ArgOp::max, 1}, {f32({batch, 10})}) == i64({batch}));
   CHECK(*run(ArgReduce{ArgOp::min, -1, true}, {f32({2, 3, 4})}) == i64({2, 3, 1}));

@@ -162,10 +162,10 @@ void for_each_op_case(Visit&& visit) {
             {{x}}, {3, 5, 7});
   }
   for (const BinaryFn fn : {BinaryFn::add, BinaryFn::sub, BinaryFn::mul, BinaryFn::div, BinaryFn::pow,
-                            BinaryFn::maximum, BinaryFn::minimum}) {
+                            BinaryFn::maximum, BinaryFn::minimum, BinaryFn::fmod}) {
     HostTensor a = random_tensor({2, 1, 4}, 2);
     HostTensor b = random_tensor({3, 1}, 3);
-    if (fn == BinaryFn::div) b = away_from_zero(b);
+    if (fn == BinaryFn::div || fn == BinaryFn::fmod) b = away_from_zero(b);
     if (fn == BinaryFn::pow) a = positive(a);
     case_of("binary fn " + std::to_string(static_cast<int>(fn)) + ", both operands broadcast",
             [fn]<class T>() {
@@ -419,6 +419,27 @@ void for_each_op_case(Visit&& visit) {
     c.backward = false;
     visit(c);
   }
+  // cumsum every way round along a middle dim; hardmax along the first.
+  for (const bool exclusive : {false, true}) {
+    for (const bool reverse : {false, true}) {
+      case_of(std::string("cumsum along dim 1") + (exclusive ? ", exclusive" : "") + (reverse ? ", reverse" : ""),
+              [exclusive, reverse]<class T>() {
+                teeny::cumsum_op<T> op;
+                op.attrs = {1, exclusive, reverse};
+                op.out = output<T>({3, 4, 5});
+                return op;
+              },
+              {{r}}, {3, 4, 5});
+    }
+  }
+  case_of("hardmax along dim 0",
+          []<class T>() {
+            teeny::hardmax_op<T> op;
+            op.attrs.axis = 0;
+            op.out = output<T>({3, 4, 5});
+            return op;
+          },
+          {{r}}, {3, 4, 5});
   // argmax / argmin: random values along a middle dim; ties (the first or the last) along the last.
   case_of("argmax along dim 1, keepdim",
           []<class T>() {

@@ -98,6 +98,11 @@ std::vector<GradCase> cases(DType dt) {
                                                    {"abs", &GraphBuilder::abs},
                                                    {"neg", &GraphBuilder::neg},
                                                    {"relu", &GraphBuilder::relu}};
+  // The thresholds and shrinks, with their parameters (random inputs are away from the kinks).
+  add("unary_threshold_shrinks", [dt](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", dt, {3, 4}), 5, "fc");
+    return b.add(b.softshrink(h, 0.3), b.threshold(b.hardshrink(h, 0.2), 0.1, -1.0));
+  });
   for (const auto& [name, fn] : unaries) {
     add(std::string("unary_") + name,
         [fn, dt](GraphBuilder& b) { return (b.*fn)(trained(b, b.input("x", dt, {3, 4}), 5, "fc")); });
@@ -271,6 +276,11 @@ std::vector<GradCase> cases(DType dt) {
     auto m = b.mean(h, {1});                                         // [2, 5]
     auto x = b.max(h, {-1});                                         // [2, 3]
     return b.add(b.add(b.flatten(s, 0), b.sum(m)), b.mean(x, {0}));  // [3] + [] + [3]
+  });
+  // Cumulative sums: inclusive along the last axis, exclusive and reversed along the first.
+  add("cumsum", [dt](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", dt, {2, 3, 4}), 5, "fc");
+    return b.add(b.cumsum(h, -1), b.cumsum(h, 0, true, true));
   });
   add("log_softmax", [dt](GraphBuilder& b) { return b.log_softmax(trained(b, b.input("x", dt, {3, 4}), 6, "fc")); });
   // Attention, q, k and v each made by a Linear: more queries than keys, causal with more and with
