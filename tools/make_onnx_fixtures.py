@@ -81,13 +81,13 @@ def main():
 
     # Two ops teeny does not import, and a custom-domain op that a user's converter maps.
     nodes = [
-        helper.make_node("Hardmax", ["x"], ["e"], name="hardmax"),
-        helper.make_node("Relu", ["e"], ["r"], name="after_hardmax"),  # its input's node is reported once
+        helper.make_node("Unique", ["x"], ["e"], name="unique"),
+        helper.make_node("Relu", ["e"], ["r"], name="after_unique"),  # its input's node is reported once
         helper.make_node("Det", ["x"], ["d"], name="det"),
         helper.make_node("Twice", ["x"], ["t"], name="twice", domain="com.example"),
     ]
     square = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])
-    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("r", [3, 3]), ("d", []), ("t", [3, 3]))]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("r", [None]), ("d", []), ("t", [3, 3]))]
     save(model_of(nodes, [square], outs, domains=["com.example"]), "unsupported.onnx")
     twice = model_of([nodes[3]], [square], [outs[2]], domains=["com.example"])
     save(twice, "custom_domain.onnx")

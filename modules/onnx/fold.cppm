@@ -79,6 +79,12 @@ std::optional<T> integer_op(BinaryOp op, T x, T y) {
       return static_cast<T>(x / y);  // toward zero, as ONNX Runtime's
     case BinaryOp::maximum: return x > y ? x : y;
     case BinaryOp::minimum: return x < y ? x : y;
+    case BinaryOp::fmod:
+      if (y == 0) return std::nullopt;
+      if constexpr (std::is_signed_v<T>) {
+        if (y == T(-1)) return T(0);  // min % -1 would trap
+      }
+      return static_cast<T>(x % y);  // the sign of x, as C's % and ONNX's fmod
     case BinaryOp::pow: {
       if (y < 0) return std::nullopt;
       if (x == 0 || x == 1) return y == 0 ? T(1) : x;
@@ -105,6 +111,7 @@ double float_op(BinaryOp op, double x, double y) {
     case BinaryOp::pow: return std::pow(x, y);
     case BinaryOp::maximum: return std::isnan(x) || std::isnan(y) ? NAN : (x > y ? x : y);
     case BinaryOp::minimum: return std::isnan(x) || std::isnan(y) ? NAN : (x < y ? x : y);
+    case BinaryOp::fmod: return std::fmod(x, y);
     case BinaryOp::count: break;
   }
   return NAN;

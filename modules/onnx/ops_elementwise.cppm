@@ -41,6 +41,32 @@ inline Result<void> leaky_relu(NodeContext& n) {
   return ok();
 }
 
+// ThresholdedRelu(alpha = 1): x where x > alpha, else 0: torch.nn.Threshold(alpha, 0).
+inline Result<void> thresholded_relu(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  n.set_output(0, n.builder().add(Threshold{n.attr("alpha", 1.0F), 0}, {*x}, n.name()));
+  return ok();
+}
+
+// Shrink(lambd = 0.5, bias = 0): x + bias below -lambd, x - bias above lambd, else 0. Bias 0 is
+// Hardshrink, bias = lambd Softshrink; other biases have no op in teeny.
+inline Result<void> shrink(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  const float lambd = n.attr("lambd", 0.5F);
+  const float bias = n.attr("bias", 0.0F);
+  if (bias == 0) {
+    n.set_output(0, n.builder().add(Hardshrink{lambd}, {*x}, n.name()));
+  } else if (bias == lambd) {
+    n.set_output(0, n.builder().add(Softshrink{lambd}, {*x}, n.name()));
+  } else {
+    return NodeContext::unsupported("Shrink with bias ", bias, " other than 0 (Hardshrink) or lambd ", lambd,
+                                    " (Softshrink)");
+  }
+  return ok();
+}
+
 inline Result<void> elu(NodeContext& n) {
   auto x = n.value(0);
   if (!x) return std::move(x).error();
@@ -257,6 +283,17 @@ Result<void> binary(NodeContext& n) {
   }
   n.set_output(0, y);
   return ok();
+}
+
+// Mod: with fmod 1, C's fmod (the dividend's sign), teeny's fmod; ONNX requires it for floats.
+// With fmod 0 (integers only) the result takes the divisor's sign, which teeny has no op for.
+inline Result<void> mod(NodeContext& n) {
+  if (n.attr("fmod", std::int64_t{0}) == 0) {
+    return NodeContext::unsupported(
+        "Mod with fmod 0 (the divisor's sign, for integers; teeny has fmod's, "
+        "the dividend's sign)");
+  }
+  return binary<BinaryOp::fmod>(n);
 }
 
 // Mean of one or more inputs: their sum divided by the count.

@@ -456,16 +456,16 @@ Result<void> instance_norm(NodeContext& n) {
   return ok();
 }
 
-// Softmax and LogSoftmax. From opset 13 over one axis (default -1); before, over the dims from
-// `axis` (default 1) on, flattened: the same when that is the last dim, else reshaped around it.
-template <bool Log>
+// Softmax, LogSoftmax and Hardmax (Op). From opset 13 over one axis (default -1); before, over
+// the dims from `axis` (default 1) on, flattened: the same when that is the last dim, else
+// reshaped around it.
+template <class Op>
 Result<void> softmax(NodeContext& n) {
   auto x = n.value(0);
   if (!x) return std::move(x).error();
   auto xt = n.type(0);
   if (!xt) return std::move(xt).error();
   const std::size_t rank = xt->shape.rank();
-  using Op = std::conditional_t<Log, LogSoftmax, Softmax>;
   if (n.opset() >= 13) {
     n.set_output(0, n.builder().add(Op{n.attr("axis", std::int64_t{-1})}, {*x}, n.name()));
     return ok();
@@ -476,7 +476,7 @@ Result<void> softmax(NodeContext& n) {
     n.set_output(0, n.builder().add(Op{-1}, {*x}, n.name()));
     return ok();
   }
-  auto dims = concrete(*xt, "a softmax over several dims (opset < 13)");
+  auto dims = concrete(*xt, cat("a ", n.node().op_type, " over several dims (opset < 13)"));
   if (!dims) return std::move(dims).error();
   std::int64_t outer = 1;
   for (std::size_t i = 0; i < *axis; ++i) outer *= (*dims)[i];
@@ -557,6 +557,18 @@ Result<void> reduce_composed(NodeContext& n) {
       break;
     }
   }
+  return ok();
+}
+
+// CumSum(x, axis): axis a constant scalar; exclusive and reverse 0 by default.
+inline Result<void> cumsum(NodeContext& n) {
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto axis = n.ints(1);
+  if (!axis) return std::move(axis).error();
+  if (axis->size() != 1) return fail(Errc::invalid_argument, "axis has ", axis->size(), " values, not 1");
+  const CumSum op{(*axis)[0], n.attr("exclusive", std::int64_t{0}) != 0, n.attr("reverse", std::int64_t{0}) != 0};
+  n.set_output(0, n.builder().add(op, {*x}, n.name()));
   return ok();
 }
 
