@@ -1,4 +1,5 @@
-// Elementwise kernels: unary functions (activations, exp/log/...), broadcasting binary ops and
+// Elementwise kernels: unary functions (activations, exp/log/...), broadcasting binary ops,
+// comparisons and where, and
 // dropout, one template each, instantiated per element type as the entry points teeny_<op>_<dtype>;
 // and their backward kernels (teeny_<op>_backward_<dtype>, used by training). The per-element
 // formulas and derivatives are kernels/math/unary.hpp's (unary functions), elementwise.hpp's and
@@ -22,6 +23,26 @@ __device__ void unary(const DeviceTensor<const T>& x, const DeviceTensor<T>& y, 
     const std::int64_t xi = contiguous ? i : element_offset(x, i);
     const std::int64_t yi = contiguous ? i : element_offset(y, i);
     store(y.data + yi, math::apply_unary(fn, load(x.data + xi), params));
+  }
+}
+
+// One thread an element of y, the operands read broadcast (element_offset).
+template <class T>
+__device__ void compare(const DeviceTensor<const T>& a, const DeviceTensor<const T>& b, const DeviceTensor<bool>& y,
+                        math::CompareFn fn) {
+  const std::int64_t n = element_count(y);
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    y.data[i] = math::apply_compare(fn, load(a.data + element_offset(a, i)), load(b.data + element_offset(b, i)));
+  }
+}
+
+template <class T>
+__device__ void where(const DeviceTensor<const bool>& condition, const DeviceTensor<const T>& x,
+                      const DeviceTensor<const T>& other, const DeviceTensor<T>& y) {
+  const std::int64_t n = element_count(y);
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    y.data[i] = condition.data[element_offset(condition, i)] ? x.data[element_offset(x, i)]
+                                                             : other.data[element_offset(other, i)];
   }
 }
 
@@ -241,13 +262,30 @@ using teeny::cuda_kernels::DeviceTensor;
 TEENY_CUDA_FOR_EACH_FLOAT(TEENY_ELEMENTWISE_ENTRIES)
 #undef TEENY_ELEMENTWISE_ENTRIES
 
+#define TEENY_SELECT_ENTRIES(T, suffix)                                                                               \
+  extern "C" __global__ void teeny_compare_##suffix(DeviceTensor<const T> a, DeviceTensor<const T> b,                 \
+                                                    DeviceTensor<bool> y, teeny::math::CompareFn fn) {                \
+    teeny::cuda_kernels::compare<T>(a, b, y, fn);                                                                     \
+  }                                                                                                                   \
+  extern "C" __global__ void teeny_where_##suffix(DeviceTensor<const bool> condition, DeviceTensor<const T> x,        \
+                                                  DeviceTensor<const T> other, DeviceTensor<T> y) {                   \
+    teeny::cuda_kernels::where<T>(condition, x, other, y);                                                            \
+  }                                                                                                                   \
+  static_assert(                                                                                                      \
+      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::CompareParamList<T>, decltype(teeny_compare_##suffix)>); \
+  static_assert(                                                                                                      \
+      teeny::cuda_kernels::takes_params<teeny::cuda_kernels::WhereParamList<T>, decltype(teeny_where_##suffix)>);
+TEENY_CUDA_FOR_EACH_FLOAT(TEENY_SELECT_ENTRIES)
+#undef TEENY_SELECT_ENTRIES
+
 namespace teeny::cuda_kernels {
 
 KernelTable elementwise_kernels() noexcept {
-#define TEENY_ELEMENTWISE_ENTRY(T, suffix)                                                           \
-  TEENY_KERNEL_ENTRY(teeny_unary_##suffix), TEENY_KERNEL_ENTRY(teeny_binary_##suffix),               \
-      TEENY_KERNEL_ENTRY(teeny_dropout_##suffix), TEENY_KERNEL_ENTRY(teeny_unary_backward_##suffix), \
-      TEENY_KERNEL_ENTRY(teeny_binary_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_dropout_backward_##suffix),
+#define TEENY_ELEMENTWISE_ENTRY(T, suffix)                                                                     \
+  TEENY_KERNEL_ENTRY(teeny_unary_##suffix), TEENY_KERNEL_ENTRY(teeny_binary_##suffix),                         \
+      TEENY_KERNEL_ENTRY(teeny_dropout_##suffix), TEENY_KERNEL_ENTRY(teeny_unary_backward_##suffix),           \
+      TEENY_KERNEL_ENTRY(teeny_binary_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_dropout_backward_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_compare_##suffix), TEENY_KERNEL_ENTRY(teeny_where_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_ELEMENTWISE_ENTRY)};
 #undef TEENY_ELEMENTWISE_ENTRY
   return table_of(entries);

@@ -105,6 +105,15 @@ template <class T>
 using BinaryParamList =
     ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>, math::BinaryFn, math::Epilogue>;
 
+/// compare_op: a and b broadcast to y's shape (stride 0), y bool contiguous; the comparison.
+template <class T>
+using CompareParamList = ParamList<DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<bool>, math::CompareFn>;
+
+/// where_op: condition (bool), x and y's other operand broadcast to y's shape (stride 0), y contiguous.
+template <class T>
+using WhereParamList =
+    ParamList<DeviceTensor<const bool>, DeviceTensor<const T>, DeviceTensor<const T>, DeviceTensor<T>>;
+
 /// reshape_op: y (contiguous) = x's elements in row-major order, x read through its strides.
 template <class T>
 using CopyParamList = ParamList<DeviceTensor<const T>, DeviceTensor<T>>;

@@ -48,4 +48,20 @@ TEENY_HD inline T apply_binary(BinaryFn fn, T a, T b) {
   return a;
 }
 
+/// The comparisons (the graph's CompareOp, same order). NaN compares unequal to everything.
+enum class CompareFn : std::uint8_t { eq, ne, lt, le, gt, ge };
+
+template <class T>
+TEENY_HD inline bool apply_compare(CompareFn fn, T a, T b) {
+  switch (fn) {
+    case CompareFn::eq: return a == b;
+    case CompareFn::ne: return a != b;
+    case CompareFn::lt: return a < b;
+    case CompareFn::le: return a <= b;
+    case CompareFn::gt: return a > b;
+    case CompareFn::ge: return a >= b;
+  }
+  return false;
+}
+
 }  // namespace teeny::math

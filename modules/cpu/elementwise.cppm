@@ -1,4 +1,5 @@
-// teeny.cpu:elementwise — CPU kernels of unary_op and binary_op (broadcasting), and the in-place
+// teeny.cpu:elementwise — CPU kernels of unary_op, binary_op, compare_op and where_op (broadcasting),
+// and the in-place
 // activation the GEMM epilogue falls back on. The per-element math is kernels/math/unary.hpp
 // (unary functions) and elementwise.hpp (binary ones).
 module;
@@ -30,6 +31,14 @@ template <CpuReal T>
 Result<NoState> prepare_kernel(const dropout_op<T>& op, const DropoutArgs<T>& args, CpuContext& cpu);
 template <CpuReal T>
 void run_kernel(const dropout_op<T>& op, const DropoutArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const compare_op<T>& op, const CompareArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const compare_op<T>& op, const CompareArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
+Result<NoState> prepare_kernel(const where_op<T>& op, const WhereArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const where_op<T>& op, const WhereArgs<T>& args, NoState& state, CpuContext& cpu);
 
 #if TEENY_TRAINING
 template <CpuReal T>
@@ -124,6 +133,30 @@ void unary_map(const T* x, T* y, std::int64_t n, UnaryFn fn, UnaryParams params,
       for (std::int64_t i = begin; i < end; ++i) y[i] = math::apply_unary(F, x[i], params);
     });
   });
+}
+// Calls visit(i, offsets) for element i of `shape` (row-major) with its offset in each of `views`
+// (strided, stride 0 on broadcast dims), for the elements [begin, end).
+template <std::size_t N, class Visit>
+void walk_broadcast(const ConcreteShape& shape, const std::array<const ConcreteShape*, N>& strides, std::int64_t begin,
+                    std::int64_t end, Visit visit) {
+  const std::size_t rank = shape.rank();
+  std::int64_t index[max_rank] = {};
+  std::array<std::int64_t, N> offsets{};
+  std::int64_t rest = begin;
+  for (std::size_t d = rank; d-- > 0;) {
+    index[d] = rest % shape[d];
+    rest /= shape[d];
+    for (std::size_t v = 0; v < N; ++v) offsets[v] += index[d] * (*strides[v])[d];
+  }
+  for (std::int64_t i = begin; i < end; ++i) {
+    visit(i, offsets);
+    for (std::size_t d = rank; d-- > 0;) {  // odometer
+      for (std::size_t v = 0; v < N; ++v) offsets[v] += (*strides[v])[d];
+      if (++index[d] < shape[d]) break;
+      for (std::size_t v = 0; v < N; ++v) offsets[v] -= (*strides[v])[d] * shape[d];
+      index[d] = 0;
+    }
+  }
 }
 }  // namespace
 
@@ -350,6 +383,37 @@ void run_backward_kernel(const dropout_op<T>&, const InputGradArgs<DropoutArgs<T
 }
 #endif
 
+template <CpuReal T>
+Result<NoState> prepare_kernel(const compare_op<T>&, const CompareArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+
+template <CpuReal T>
+void run_kernel(const compare_op<T>&, const CompareArgs<T>& a, NoState&, CpuContext& cpu) {
+  const ConcreteShape& shape = a.y.shape;
+  parallel_chunks(cpu, shape.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
+    walk_broadcast<2>(shape, {&a.a.strides, &a.b.strides}, begin, end, [&](std::int64_t i, const auto& o) {
+      a.y.data[i] = math::apply_compare(a.fn, a.a.data[o[0]], a.b.data[o[1]]);
+    });
+  });
+}
+
+template <CpuReal T>
+Result<NoState> prepare_kernel(const where_op<T>&, const WhereArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+
+template <CpuReal T>
+void run_kernel(const where_op<T>&, const WhereArgs<T>& a, NoState&, CpuContext& cpu) {
+  const ConcreteShape& shape = a.y.shape;
+  parallel_chunks(cpu, shape.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
+    walk_broadcast<3>(shape, {&a.condition.strides, &a.x.strides, &a.other.strides}, begin, end,
+                      [&](std::int64_t i, const auto& o) {
+                        a.y.data[i] = a.condition.data[o[0]] ? a.x.data[o[1]] : a.other.data[o[2]];
+                      });
+  });
+}
+
 // Every kernel above compiled here, once per element type: importers call these instances.
 #define TEENY_CPU_INSTANCES(T)                                                                       \
   template Result<NoState> prepare_kernel(const unary_op<T>&, const UnaryArgs<T>&, CpuContext&);     \
@@ -359,6 +423,10 @@ void run_backward_kernel(const dropout_op<T>&, const InputGradArgs<DropoutArgs<T
   template Result<NoState> prepare_kernel(const dropout_op<T>&, const DropoutArgs<T>&, CpuContext&); \
   template void run_kernel(const dropout_op<T>&, const DropoutArgs<T>&, NoState&, CpuContext&);      \
   template void apply_unary_inplace(const TensorView<T>&, UnaryFn, UnaryParams, CpuContext&);        \
+  template Result<NoState> prepare_kernel(const compare_op<T>&, const CompareArgs<T>&, CpuContext&); \
+  template void run_kernel(const compare_op<T>&, const CompareArgs<T>&, NoState&, CpuContext&);      \
+  template Result<NoState> prepare_kernel(const where_op<T>&, const WhereArgs<T>&, CpuContext&);     \
+  template void run_kernel(const where_op<T>&, const WhereArgs<T>&, NoState&, CpuContext&);          \
   TEENY_CPU_BACKWARD_INSTANCES(T)
 #if TEENY_TRAINING
 #define TEENY_CPU_BACKWARD_INSTANCES(T)                                                                                \

@@ -296,6 +296,14 @@ struct KernelParams<reduce_op<T>> {
   using backward = cuda_kernels::ReduceBackwardParamList<T>;
 };
 template <FloatElement T>
+struct KernelParams<compare_op<T>> {
+  using type = cuda_kernels::CompareParamList<T>;
+};
+template <FloatElement T>
+struct KernelParams<where_op<T>> {
+  using type = cuda_kernels::WhereParamList<T>;
+};
+template <FloatElement T>
 struct KernelParams<cumsum_op<T>> {
   using type = cuda_kernels::AxisLinesParamList<T>;
   using backward = cuda_kernels::AxisLinesBackwardParamList<T>;

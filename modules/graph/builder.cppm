@@ -203,6 +203,10 @@ class GraphBuilder {
   Value minimum(Value a, Value b);
   /// torch.fmod: a - trunc(a / b) * b, the sign of a.
   Value fmod(Value a, Value b);
+  /// torch.eq, ne, lt, le, gt, ge (bool results, broadcasting).
+  Value compare(Value a, CompareOp op, Value b);
+  /// torch.where(condition, x, y).
+  Value where(Value condition, Value x, Value y);
   Value exp(Value x);
   Value log(Value x);
   Value sqrt(Value x);
@@ -611,6 +615,8 @@ Value GraphBuilder::pow(Value a, Value b) { return add_standard(Binary{BinaryOp:
 Value GraphBuilder::maximum(Value a, Value b) { return add_standard(Binary{BinaryOp::maximum}, {a, b}); }
 Value GraphBuilder::minimum(Value a, Value b) { return add_standard(Binary{BinaryOp::minimum}, {a, b}); }
 Value GraphBuilder::fmod(Value a, Value b) { return add_standard(Binary{BinaryOp::fmod}, {a, b}); }
+Value GraphBuilder::compare(Value a, CompareOp op, Value b) { return add_standard(Compare{op}, {a, b}); }
+Value GraphBuilder::where(Value condition, Value x, Value y) { return add_standard(Where{}, {condition, x, y}); }
 Value GraphBuilder::exp(Value x) { return add_standard(Unary{UnaryOp::exp}, {x}); }
 Value GraphBuilder::log(Value x) { return add_standard(Unary{UnaryOp::log}, {x}); }
 Value GraphBuilder::sqrt(Value x) { return add_standard(Unary{UnaryOp::sqrt}, {x}); }

@@ -43,7 +43,7 @@ using GraphOp = std::variant<
     ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Hardsigmoid,       // elementwise
     Threshold, Hardshrink, Softshrink,                                                       // elementwise
     Softmax, LogSoftmax,                                                                     // reduce
-    Binary, Unary,                                                                           // elementwise
+    Binary, Unary, Compare, Where,                                                           // elementwise
     Reduce, ArgReduce, CumSum, Hardmax, NllLoss,                                             // reduce
     CustomOp>;  // any op defined outside teeny (graph/custom_op.cppm)
 

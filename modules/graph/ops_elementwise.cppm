@@ -206,6 +206,46 @@ struct Binary {
 };
 static_assert(GraphOpWithName<Binary> && GraphOpWithParams<Binary>);
 
+/// A comparison: `count` is the number of values, as for BinaryOp.
+enum class CompareOp : std::uint8_t { eq, ne, lt, le, gt, ge, count };
+inline constexpr std::size_t compare_op_count = static_cast<std::size_t>(CompareOp::count);
+constexpr std::string_view name(CompareOp op) {
+  switch (op) {
+    case CompareOp::eq: return "eq";
+    case CompareOp::ne: return "ne";
+    case CompareOp::lt: return "lt";
+    case CompareOp::le: return "le";
+    case CompareOp::gt: return "gt";
+    case CompareOp::ge: return "ge";
+    case CompareOp::count: break;
+  }
+  return "compare";
+}
+
+/// torch.eq, ne, lt, le, gt, ge: a bool tensor of a and b compared element by element,
+/// broadcasting as NumPy does. NaN compares unequal to everything (ne is true), as in IEEE.
+struct Compare {
+  static constexpr std::string_view kind = "compare";
+  static constexpr Arity arity{2, 2};
+  CompareOp op = CompareOp::eq;
+  std::string_view name() const { return teeny::name(op); }
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const Compare&, const Compare&) = default;
+};
+static_assert(GraphOpWithName<Compare>);
+
+/// torch.where(condition, x, y): x where the bool condition holds, else y; the three broadcast
+/// as NumPy does, x and y share a dtype.
+struct Where {
+  static constexpr std::string_view kind = "where";
+  static constexpr Arity arity{3, 3};
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::string attributes() const { return {}; }
+  friend bool operator==(const Where&, const Where&) = default;
+};
+static_assert(GraphOpType<Where>);
+
 /// An element-wise math function: `count` is not one but how many there are (it stays last, so it
 /// cannot go stale; every table indexed by a UnaryOp checks its size against it).
 enum class UnaryOp : std::uint8_t {
@@ -389,5 +429,28 @@ std::string Binary::attributes() const {
 }
 
 std::string Dropout::attributes() const { return attrs({{"p", fmt(p)}}); }
+
+Result<TensorType> Compare::infer(std::span<const TensorType> inputs) const {
+  if (op == CompareOp::count) return fail(Errc::invalid_argument, "op is not one of eq, ne, lt, le, gt, ge");
+  TEENY_GRAPH_TRY(require_same_dtype(inputs[0], inputs[1]));
+  TEENY_GRAPH_TRY(require_numeric(inputs[0]));
+  auto shape = broadcast_shapes(inputs[0].shape, inputs[1].shape);
+  if (!shape) return std::move(shape).error();
+  return TensorType{DType::boolean, std::move(*shape)};
+}
+
+Result<TensorType> Where::infer(std::span<const TensorType> inputs) const {
+  const TensorType& condition = inputs[0];
+  if (condition.dtype != DType::boolean) {
+    return fail(Errc::dtype_mismatch, "condition ", condition, " is ", teeny::name(condition.dtype),
+                ", not bool (compare, or cast it)");
+  }
+  TEENY_GRAPH_TRY(require_same_dtype(inputs[1], inputs[2]));
+  auto xy = broadcast_shapes(inputs[1].shape, inputs[2].shape);
+  if (!xy) return std::move(xy).error();
+  auto shape = broadcast_shapes(condition.shape, *xy);
+  if (!shape) return std::move(shape).error();
+  return TensorType{inputs[1].dtype, std::move(*shape)};
+}
 
 }  // namespace teeny

@@ -1,8 +1,8 @@
-// teeny.onnx:ops_folded — converters of ONNX ops that teeny's graph has no op for, computed at
-// import when their inputs are known there: Equal, Less, Greater, LessOrEqual, GreaterOrEqual,
-// Not, Where, ConstantOfShape and Range. Exporters use them in shape computations (PyTorch's `expand(n, -1, -1)`
-// becomes Where(Equal(shape, -1), 1, shape)); on values computed at run time they are refused with the reason
-// (comparison and selection ops are planned).
+// teeny.onnx:ops_folded — converters of ONNX ops computed at import when their inputs are known
+// there: Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, Where, ConstantOfShape and Range.
+// Exporters use them in shape computations (PyTorch's `expand(n, -1, -1)` becomes
+// Where(Equal(shape, -1), 1, shape)). The comparisons and Where of values all computed at run time
+// are teeny's Compare and Where; the other forms are refused with the reason.
 module;
 #include "onnx/proto.hpp"
 export module teeny.onnx:ops_folded;
@@ -53,9 +53,42 @@ export namespace teeny::onnx::convert {
 
 // Equal, Less, Greater, LessOrEqual, GreaterOrEqual of two inputs known at import: a bool
 // constant, broadcast as NumPy does.
+constexpr CompareOp compare_op_of(Compare cmp) {
+  switch (cmp) {
+    case Compare::equal: return CompareOp::eq;
+    case Compare::less: return CompareOp::lt;
+    case Compare::greater: return CompareOp::gt;
+    case Compare::less_equal: return CompareOp::le;
+    case Compare::greater_equal: return CompareOp::ge;
+  }
+  return CompareOp::count;
+}
+
+// Whether every one of the node's inputs is a value computed at run time.
+bool all_run_time(NodeContext& n) {
+  for (std::size_t i = 0; i < n.inputs(); ++i) {
+    if (known(n, i)) return false;
+  }
+  return true;
+}
+
+// An op of run-time values only (teeny's Compare and Where take no constant operand yet).
+Error mixed(NodeContext& n) {
+  return NodeContext::unsupported(n.node().op_type, " of a value computed at run time and a constant (teeny's ",
+                                  "op takes run-time values only; constant operands are planned)");
+}
+
 template <Compare Cmp>
 Result<void> compare(NodeContext& n) {
-  if (!known(n, 0) || !known(n, 1)) return run_time(n);
+  if (all_run_time(n)) {
+    auto a = n.value(0);
+    if (!a) return std::move(a).error();
+    auto b = n.value(1);
+    if (!b) return std::move(b).error();
+    n.set_output(0, n.builder().add(teeny::Compare{compare_op_of(Cmp)}, {*a, *b}, n.name()));
+    return ok();
+  }
+  if (!known(n, 0) || !known(n, 1)) return mixed(n);
   if (n.shape_value(0) != nullptr || n.shape_value(1) != nullptr) {
     auto a = n.dims(0);
     if (!a) return std::move(a).error();
@@ -130,7 +163,18 @@ inline Result<void> logical_not(NodeContext& n) {
 // Where(condition, x, y) with every input known at import: elementwise selection, broadcast; a
 // shape value where x or y is one.
 inline Result<void> where(NodeContext& n) {
-  if (!known(n, 0) || !known(n, 1) || !known(n, 2) || n.shape_value(0) != nullptr) return run_time(n);
+  if (all_run_time(n)) {
+    std::vector<Value> inputs;
+    for (std::size_t i = 0; i < 3; ++i) {
+      auto v = n.value(i);
+      if (!v) return std::move(v).error();
+      inputs.push_back(*v);
+    }
+    n.set_output(0, n.builder().add(teeny::Where{}, std::move(inputs), n.name()));
+    return ok();
+  }
+  if (!known(n, 0) || !known(n, 1) || !known(n, 2)) return mixed(n);
+  if (n.shape_value(0) != nullptr) return NodeContext::unsupported("Where with a shape as its condition");
   const Tensor& cond = *n.constant(0);
   if (cond.dtype() != DType::boolean) return fail(Errc::dtype_mismatch, "the condition is ", cond.dtype());
   const auto* c = reinterpret_cast<const std::uint8_t*>(cond.data());  // nonzero is true

@@ -11,6 +11,7 @@ import teeny.model;
 export namespace teeny {
 
 using math::BinaryFn;
+using math::CompareFn;
 using math::unary_fn_count;  // how many UnaryFns there are (UnaryFn::count)
 using math::UnaryFn;
 using math::UnaryParams;

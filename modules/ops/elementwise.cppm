@@ -160,6 +160,87 @@ static_assert(BackwardOp<unary_op<float>> && BackwardOp<binary_op<double>>);
 #endif
 
 template <FloatElement T>
+struct CompareArgs {
+  TensorView<const T> a;  // broadcast to y's shape (stride 0 on broadcast dims)
+  TensorView<const T> b;
+  TensorView<bool> y;  // contiguous
+  CompareFn fn = CompareFn::eq;
+  auto fields() const { return std::tie(a, b, y, fn); }
+};
+
+/// torch.eq / ne / lt / le / gt / ge (graph op Compare): bool output, no backward (a bool has no
+/// gradient).
+template <FloatElement T>
+struct compare_op {
+  using Args = CompareArgs<T>;
+  CompareFn fn = CompareFn::eq;
+  OpOutput out;
+
+  std::string_view name() const { return "compare"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return DType::boolean; }
+  KernelInstance kernel() const { return {kernel_ref<"compare", T>(), std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 2; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto x = input_view<const T>(b, 0);
+    auto other = input_view<const T>(b, 1);
+    auto y = output_view<bool>(b);
+    if (auto e = first_error(x, other, y)) return *e;
+    auto yc = contiguous_as(*y, y->shape, "output");
+    if (!yc) return std::move(yc).error();
+    return Args{broadcast_to(*x, y->shape), broadcast_to(*other, y->shape), *yc, fn};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<compare_op<float>>);
+static_assert(static_cast<int>(CompareFn::eq) == static_cast<int>(CompareOp::eq) &&
+                  static_cast<int>(CompareFn::ne) == static_cast<int>(CompareOp::ne) &&
+                  static_cast<int>(CompareFn::lt) == static_cast<int>(CompareOp::lt) &&
+                  static_cast<int>(CompareFn::le) == static_cast<int>(CompareOp::le) &&
+                  static_cast<int>(CompareFn::gt) == static_cast<int>(CompareOp::gt) &&
+                  static_cast<int>(CompareFn::ge) == static_cast<int>(CompareOp::ge) && compare_op_count == 6,
+              "kernels/math/elementwise.hpp's CompareFn has the graph's CompareOp values in the same order");
+
+template <FloatElement T>
+struct WhereArgs {
+  TensorView<const bool> condition;  // broadcast to y's shape (stride 0 on broadcast dims)
+  TensorView<const T> x;
+  TensorView<const T> other;  // torch.where's y
+  TensorView<T> y;            // contiguous
+  auto fields() const { return std::tie(condition, x, other, y); }
+};
+
+/// torch.where(condition, x, y) (graph op Where). Forward only for now: its backward (dy to x
+/// where the condition holds, to y elsewhere, summed over broadcast dims) is planned.
+template <FloatElement T>
+struct where_op {
+  using Args = WhereArgs<T>;
+  OpOutput out;
+
+  std::string_view name() const { return "where"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return {kernel_ref<"where", T>(), std::nullopt}; }
+  std::size_t n_activation_inputs() const { return 3; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const { return {}; }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto condition = input_view<const bool>(b, 0);
+    auto x = input_view<const T>(b, 1);
+    auto other = input_view<const T>(b, 2);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(condition, x, other, y)) return *e;
+    auto yc = contiguous_as(*y, y->shape, "output");
+    if (!yc) return std::move(yc).error();
+    return Args{broadcast_to(*condition, y->shape), broadcast_to(*x, y->shape), broadcast_to(*other, y->shape), *yc};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+};
+static_assert(RuntimeOp<where_op<float>>);
+
+template <FloatElement T>
 struct DropoutArgs {
   TensorView<const T> x;
   TensorView<T> y;  // same shape as x

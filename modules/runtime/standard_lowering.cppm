@@ -105,14 +105,16 @@ inline std::optional<Activation> activation_of(const GraphOp& op) {
 }
 
 // Whether an op's input `slot` may have a dtype other than the compute type (Cast: any; Embedding:
-// integer indices; NllLoss: integer targets), and whether its output may be one (Cast; ArgReduce's
-// i64 indices; graph inputs, checked by their readers).
+// integer indices; NllLoss: integer targets; Where: its bool condition), and whether its output
+// may be one (Cast; ArgReduce's i64 indices; Compare's bools; graph inputs, checked by their
+// readers).
 inline bool reads_any_dtype(const GraphOp& op, std::size_t slot) {
   return std::holds_alternative<Cast>(op) || std::holds_alternative<Embedding>(op) ||
-         (std::holds_alternative<NllLoss>(op) && slot == 1);
+         (std::holds_alternative<NllLoss>(op) && slot == 1) || (std::holds_alternative<Where>(op) && slot == 0);
 }
 inline bool makes_any_dtype(const GraphOp& op) {
-  return std::holds_alternative<Cast>(op) || std::holds_alternative<Input>(op) || std::holds_alternative<ArgReduce>(op);
+  return std::holds_alternative<Cast>(op) || std::holds_alternative<Input>(op) ||
+         std::holds_alternative<ArgReduce>(op) || std::holds_alternative<Compare>(op);
 }
 
 // torch.transpose(dim0, dim1) as a permutation of `rank` dims.
@@ -232,6 +234,8 @@ struct standard_node_lowering {
             [&](const Reduce& r) { return emit(reduce_op<T>{reduce_fn(r.op), r.axes, r.keepdim, out}); },
             [&](const ArgReduce& a) { return emit(arg_reduce_op<T>{a, out}); },
             [&](const CumSum& c) { return emit(cumsum_op<T>{c, out}); },
+            [&](const Compare& c) { return emit(compare_op<T>{static_cast<CompareFn>(c.op), out}); },
+            [&](const Where&) { return emit(where_op<T>{out}); },
             [&](const Hardmax& h) { return emit(hardmax_op<T>{h, out}); },
             [&](const NllLoss& l) { return emit(nll_loss_op<T>{l, out, node.inputs.size() == 3}); },
             [&](const Transpose& t) { return emit(permute_op<T>{transpose_dims(t, type.shape.rank()), out}); },

@@ -134,6 +134,33 @@ TEST_CASE("cumsum: inclusive, exclusive, reversed; hardmax: the first maximum of
         std::vector<double>{0, 1, 0, 1, 0, 0});
 }
 
+TEST_CASE("compare and where: broadcast, and NaN unequal to everything") {
+  const float nan = std::nanf("");
+  const auto in = [&] {
+    std::vector<teeny::NamedTensor> v;
+    v.push_back(floats("a", {1, nan, 3}, {3}));
+    v.push_back(floats("b", {1, 2}, {2, 1}));
+    return v;
+  };
+  const auto graph = [](teeny::CompareOp op) {
+    return [op](GraphBuilder& b) {
+      const Value a = b.input("a", DType::f32, {3});
+      const Value x = b.input("b", DType::f32, {2, 1});
+      return b.where(b.compare(a, op, x), a, x);  // a where the comparison holds, else b
+    };
+  };
+  // Rows compare [1, NaN, 3] with 1, then with 2.
+  const auto lt = run(graph(teeny::CompareOp::lt), in());
+  CHECK(lt == std::vector<double>{1, 1, 1, 1, 2, 2});
+  const auto ne = run(graph(teeny::CompareOp::ne), in());
+  CHECK(ne[0] == 1);
+  CHECK(std::isnan(ne[1]));  // NaN != 1: a's NaN is chosen
+  CHECK(ne[2] == 3);
+  CHECK(ne[3] == 1);
+  const auto ge = run(graph(teeny::CompareOp::ge), in());
+  CHECK(ge == std::vector<double>{1, 1, 3, 2, 2, 3});
+}
+
 TEST_CASE("prod multiplies over the reduced axes") {
   std::vector<teeny::NamedTensor> in;
   in.push_back(floats("x", {1, 2, 3, -4, 0.5F, 2}, {2, 3}));

@@ -236,6 +236,10 @@ Value make(op_t<teeny::Reduce>, Step& s, Value x) {
     default: return s.b.max(x, s.in.integers(4), s.in.flag());
   }
 }
+Value make(op_t<teeny::Compare>, Step& s, Value x) {
+  return s.b.compare(x, static_cast<teeny::CompareOp>(s.in.byte() % (teeny::compare_op_count + 1)), s.pick());
+}
+Value make(op_t<teeny::Where>, Step& s, Value x) { return s.b.where(x, s.pick(), s.pick()); }
 Value make(op_t<teeny::CumSum>, Step& s, Value x) {
   const bool exclusive = s.in.flag();
   return s.b.cumsum(x, s.in.integer(), exclusive, s.in.flag());

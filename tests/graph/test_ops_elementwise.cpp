@@ -15,6 +15,17 @@ import teeny.graph;
 
 using namespace graph_test;
 
+TEST_CASE("compare broadcasts to a bool result; where takes a bool condition and two values of one dtype") {
+  CHECK(*run(Compare{CompareOp::lt}, {f32({batch, 1, 4}), f32({3, 1})}) == typed(DType::boolean, {batch, 3, 4}));
+  CHECK(describe(Compare{CompareOp::ge}) == "ge()");
+  CHECK(error_of(Compare{}, {f32({2}), i64({2})}) ==
+        "inputs have different dtypes: f32[2] and i64[2] (cast one of them first)");
+  CHECK(*run(Where{}, {typed(DType::boolean, {4, 1}), f32({2, 1, 3}), f32({3})}) == f32({2, 4, 3}));
+  CHECK(error_of(Where{}, {f32({3}), f32({3}), f32({3})}) == "condition f32[3] is f32, not bool (compare, or cast it)");
+  CHECK_CONTAINS(error_of(Where{}, {typed(DType::boolean, {3}), f32({3}), typed(DType::f64, {3})}), "different dtypes");
+  CHECK_CONTAINS(error_of(Where{}, {typed(DType::boolean, {2}), f32({3}), f32({3})}), "broadcast");
+}
+
 TEST_CASE("activations keep the type and reject integer inputs, naming the dtype") {
   const std::vector<GraphOp> activations{ReLU{},      LeakyReLU{},  GELU{},       SiLU{},      Sigmoid{},
                                          Tanh{},      Softplus{},   ELU{},        Hardswish{}, Hardsigmoid{},

@@ -419,6 +419,30 @@ void for_each_op_case(Visit&& visit) {
     c.backward = false;
     visit(c);
   }
+  // compare (with ties: every value of a occurs in b) and where, both operands broadcast.
+  {
+    const HostTensor a{{2, 1, 3}, {1, -2, 0.5, 3, 0.25, -1}};
+    const HostTensor b{{4, 1}, {0.5, 1, -2, 3}};
+    for (const teeny::CompareFn fn : {teeny::CompareFn::eq, teeny::CompareFn::ne, teeny::CompareFn::lt,
+                                      teeny::CompareFn::le, teeny::CompareFn::gt, teeny::CompareFn::ge}) {
+      case_of("compare fn " + std::to_string(static_cast<int>(fn)) + ", both operands broadcast",
+              [fn]<class T>() {
+                teeny::compare_op<T> op;
+                op.fn = fn;
+                op.out = output<T>({2, 4, 3});
+                return op;
+              },
+              {{a, b}}, {2, 4, 3});
+    }
+    const HostTensor condition{{4, 1}, {1, 0, 0, 1}, teeny::DType::boolean};
+    case_of("where, every operand broadcast",
+            []<class T>() {
+              teeny::where_op<T> op;
+              op.out = output<T>({2, 4, 3});
+              return op;
+            },
+            {{condition, random_tensor({2, 1, 3}, 44), random_tensor({3}, 45)}}, {2, 4, 3});
+  }
   // cumsum every way round along a middle dim; hardmax along the first.
   for (const bool exclusive : {false, true}) {
     for (const bool reverse : {false, true}) {

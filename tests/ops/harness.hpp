@@ -265,12 +265,15 @@ bool backward_packs(Make& make, const Operands& operands, const ConcreteShape& o
   const Gradients start = random_gradients(op, operands, out_shape, 1);
   std::vector<double> y(static_cast<std::size_t>(out_shape.numel()));
   std::vector<double> dy = start.dy.values;
+  // Named: the bindings hold spans of them.
+  const std::vector<TensorBinding> grad_inputs = bind_gradients(start.inputs, teeny::DType::f64, place);
+  const std::vector<TensorBinding> grad_params = bind_gradients(start.params, teeny::DType::f64, place);
   const teeny::BackwardBindings bindings{b.inputs,
                                          b.params,
                                          {y.data(), teeny::DType::f64, out_shape, 0},
                                          {dy.data(), teeny::DType::f64, out_shape, 0},
-                                         bind_gradients(start.inputs, teeny::DType::f64, place),
-                                         bind_gradients(start.params, teeny::DType::f64, place)};
+                                         grad_inputs,
+                                         grad_params};
   for (std::size_t i = 0; i < teeny::n_backward_launches(op); ++i) {
     auto args = teeny::pack_backward_args_for_launch(op, i, bindings);
     if (!args) {
