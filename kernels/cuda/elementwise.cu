@@ -1,6 +1,6 @@
 // Elementwise kernels: unary functions (activations, exp/log/...), broadcasting binary ops,
-// comparisons and where, and
-// dropout, one template each, instantiated per element type as the entry points teeny_<op>_<dtype>;
+// comparisons and where, and dropout, one template each, instantiated per element type as the
+// entry points teeny_<op>_<dtype>;
 // and their backward kernels (teeny_<op>_backward_<dtype>, used by training). The per-element
 // formulas and derivatives are kernels/math/unary.hpp's (unary functions), elementwise.hpp's and
 // gradient.hpp's (binary ones), the CPU backend's own; dropout's mask is kernels/math/random.hpp's.

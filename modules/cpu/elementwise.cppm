@@ -1,7 +1,6 @@
 // teeny.cpu:elementwise — CPU kernels of unary_op, binary_op, compare_op and where_op (broadcasting),
-// and the in-place
-// activation the GEMM epilogue falls back on. The per-element math is kernels/math/unary.hpp
-// (unary functions) and elementwise.hpp (binary ones).
+// and the in-place activation the GEMM epilogue falls back on. The per-element math is
+// kernels/math/unary.hpp (unary functions) and elementwise.hpp (binary ones, comparisons).
 module;
 #include "cpu/kernels/gemm.hpp"
 #include "math/elementwise.hpp"

@@ -1,7 +1,7 @@
 // teeny.ops:reduce — ops that combine elements along axes: softmax_op (softmax and log_softmax over
 // one axis), reduce_op (sum, mean, amax, prod over a set of axes, keepdim or not), cumsum_op,
-// hardmax_op, arg_reduce_op (argmax, argmin) and nll_loss_op (F.nll_loss). Their math is kernels/math/reduce.hpp,
-// shared by the CPU and CUDA kernels.
+// hardmax_op, arg_reduce_op (argmax, argmin) and nll_loss_op (F.nll_loss). Their math is
+// kernels/math/reduce.hpp, shared by the CPU and CUDA kernels.
 //
 //   softmax_op<float>{.axis = 1, .log = true, .out = {{batch, 10}}};     // torch.log_softmax(x, 1)
 //   reduce_op<float>{.fn = ReduceFn::mean, .axes = {0, 2}, .out = ...};   // torch.mean(x, (0, 2))
