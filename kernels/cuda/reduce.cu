@@ -1,7 +1,8 @@
 // Reduction kernels: softmax / log_softmax along one dim, sum / mean / amax / prod over a set of
-// dims, cumsum, hardmax, argmax / argmin, and the negative log-likelihood loss, instantiated per element type as
-// teeny_<op>_<dtype>; and their backward kernels (training), teeny_<op>_backward_<dtype>. Sums accumulate in double, as
-// the CPU kernels do; the per-element rules (NaN propagation, a mean of nothing) are kernels/math/reduce.hpp's.
+// dims, cumsum, hardmax, argmax / argmin, and the negative log-likelihood loss, instantiated per
+// element type as teeny_<op>_<dtype>; and their backward kernels (training),
+// teeny_<op>_backward_<dtype>. Sums accumulate in double, as the CPU kernels do; the per-element
+// rules (NaN propagation, a mean of nothing, ties, ignored targets) are kernels/math/reduce.hpp's.
 #include <cuda_runtime.h>
 
 #include "cuda/device_tensor.cuh"

@@ -1,8 +1,10 @@
 // teeny.graph:ops_elementwise — the elementwise family: activations (PyTorch's torch.nn modules and
-// their defaults), broadcasting binary arithmetic, unary math, and dropout.
+// their defaults), broadcasting binary arithmetic and comparisons, where, unary math, and dropout.
 //
 //   ReLU{}                        f32[batch, 512] -> f32[batch, 512]; i64 input: an error naming i64
 //   Binary{BinaryOp::add}         f32[2, 1, 4] + f32[3, 1] -> f32[2, 3, 4]     (kind: "add")
+//   Compare{CompareOp::lt}        f32[2, 1, 4] < f32[3, 1] -> bool[2, 3, 4]    (kind: "lt")
+//   Where{}                       bool[3, 1], f32[2, 1, 4], f32[4] -> f32[2, 3, 4]
 //   Dropout{.p = 0.1}             f32[batch, 512] -> f32[batch, 512]
 export module teeny.graph:ops_elementwise;
 import teeny.std;

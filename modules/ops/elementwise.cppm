@@ -1,6 +1,6 @@
-// teeny.ops:elementwise — unary functions (activations, exp/log/...) and broadcasting binary ops.
-// Their per-element math is kernels/math/unary.hpp and elementwise.hpp, shared by the CPU and CUDA
-// kernels.
+// teeny.ops:elementwise — unary functions (activations, exp/log/...), broadcasting binary ops,
+// comparisons and where, and dropout. Their per-element math is kernels/math/unary.hpp and
+// elementwise.hpp, shared by the CPU and CUDA kernels.
 export module teeny.ops:elementwise;
 import teeny.std;
 import teeny.core;
