@@ -153,6 +153,10 @@ def main():
     ]
     y_out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b", "c"])
     save(model_of(nodes, [x_in], [y_out], [i64("zero", [0, 1, 1])]), "fold_div_zero.onnx")
+    # Tile whose repeats each fit the importer's element limit but whose product does not.
+    nodes = [helper.make_node("Tile", ["x", "repeats"], ["y"], name="tile")]
+    y_out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2 << 20, 3 << 20, 4])
+    save(model_of(nodes, [x_in], [y_out], [i64("repeats", [1 << 20, 1 << 20, 1])]), "tile_too_large.onnx")
 
     torch_export()
 

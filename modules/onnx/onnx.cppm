@@ -169,6 +169,11 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
 
   std::vector<Unsupported> unsupported;
   std::vector<std::string> errors;
+  Errc errors_code = Errc::invalid_argument;  // theirs when every error has one code
+  const auto add_error = [&](Errc code, std::string message) {
+    errors_code = errors.empty() || code == errors_code ? code : Errc::invalid_argument;
+    errors.push_back(std::move(message));
+  };
   std::set<std::string, std::less<>> unavailable;  // outputs of nodes that did not import
   for (std::size_t index = 0; index < g.nodes.size(); ++index) {
     const proto::Node& node = g.nodes[index];
@@ -190,8 +195,9 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
       continue;
     }
     if (!undefined.empty()) {
-      errors.push_back(cat("node '", label, "' (", node.op_type, "): input '", undefined,
-                           "' is not defined before it (a graph input, an initializer or an earlier node's output)"));
+      add_error(Errc::not_found,
+                cat("node '", label, "' (", node.op_type, "): input '", undefined,
+                    "' is not defined before it (a graph input, an initializer or an earlier node's output)"));
       skip();
       continue;
     }
@@ -226,7 +232,7 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
       if (e.code() == Errc::unsupported) {
         unsupported.push_back({label, node.op_type, domain, node_opset, e.message()});
       } else {
-        errors.push_back(cat("node '", label, "' (", node.op_type, "): ", e.to_string()));
+        add_error(e.code(), cat("node '", label, "' (", node.op_type, "): ", e.to_string()));
       }
       skip();
     }
@@ -236,7 +242,7 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
     if (unavailable.contains(out.name)) continue;
     const auto it = state->values.find(out.name);
     if (it == state->values.end()) {
-      errors.push_back(cat("graph output '", out.name, "' is not computed by any node"));
+      add_error(Errc::not_found, cat("graph output '", out.name, "' is not computed by any node"));
     } else if (it->second.constant != nullptr || it->second.shape != nullptr) {
       unsupported.push_back({out.name, "(graph output)", "", opset,
                              cat("a graph output known at import (", it->second.shape ? "a shape" : "a constant",
@@ -262,7 +268,7 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
   if (!errors.empty()) {
     std::string message = errors.front();
     for (std::size_t i = 1; i < errors.size(); ++i) message += cat("\n", errors[i]);
-    return fail(Errc::invalid_argument, message);
+    return fail(errors_code, message);
   }
   auto graph = std::move(state->builder).build();
   if (!graph) return std::move(graph).error();

@@ -587,6 +587,11 @@ inline Result<void> tile(NodeContext& n) {
   }
   auto shape = ConcreteShape::from(ones_dims);
   if (!shape) return std::move(shape).error();
+  // Each repeat alone fits the limit; the ones hold their product.
+  if (shape->numel() > n.limits().max_elements) {
+    return fail(Errc::out_of_range, "tiling ", xt->shape, " needs ones of shape ", *shape, ", over the limit of ",
+                n.limits().max_elements, " elements");
+  }
   auto ones = Tensor::zeros(xt->dtype, *shape);
   if (!ones) return std::move(ones).error();
   visit_dtype(xt->dtype, [&]<class T>(std::type_identity<T>) {

@@ -174,6 +174,15 @@ TEST_CASE("onnx: bad files get errors that say what and where") {
   auto missing = teeny::onnx::import_model(fixture("no_such_model.onnx"));
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code() == teeny::Errc::not_found);
+
+  // Each repeat is within the element limit; their product (2^40 ones) is not, and is refused
+  // before anything that size is allocated.
+  auto tiled = teeny::onnx::import_model(fixture("tile_too_large.onnx"));
+  REQUIRE_FALSE(tiled);
+  CAPTURE(tiled.error().message());
+  CHECK(tiled.error().code() == teeny::Errc::out_of_range);
+  CHECK(tiled.error().message().find("node 'tile' (Tile)") != std::string::npos);
+  CHECK(tiled.error().message().find("over the limit") != std::string::npos);
 }
 
 TEST_CASE("onnx: the list of converters names each op type once") {
