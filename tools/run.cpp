@@ -8,7 +8,8 @@
 // arena sizes; runs it on the given inputs (NumPy .npy files, or ONNX TensorProto .pb files as
 // ONNX's test data stores them) or on seeded random ones; writes each output as DIR/NAME.npy;
 // compares with --expect files; and with --bench times N runs (after --warmup ones) and prints
-// latency percentiles and throughput. --summary prints the description and runs nothing.
+// latency percentiles and throughput. It also prints how long the import and the load took.
+// --summary prints the description and runs nothing.
 //
 // Exit status: 0 done, 1 an error (said on stderr), 2 an output differs from its --expect file.
 #include <algorithm>
@@ -285,6 +286,12 @@ std::string file_name(std::string name) {
   return name + ".npy";
 }
 
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
 // A latency in milliseconds, in microseconds below 1 ms.
 std::string duration_text(double ms) {
   char buf[32];
@@ -367,9 +374,9 @@ int run_model(Model& model, const Options& opt, const std::vector<NamedTensor>& 
     std::vector<double> ms;
     ms.reserve(static_cast<std::size_t>(opt.bench));
     for (long i = 0; i < opt.bench; ++i) {
-      const auto start = std::chrono::steady_clock::now();
+      const Clock::time_point start = Clock::now();
       if (auto ran = model.forward(std::span<const teeny::TensorRef>(refs)); !ran) return fail_with(ran.error());
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      ms.push_back(ms_since(start));
     }
     std::ranges::sort(ms);
     double total = 0;
@@ -384,14 +391,21 @@ int run_model(Model& model, const Options& opt, const std::vector<NamedTensor>& 
   return matched ? 0 : exit_mismatch;
 }
 
+// `import_ms`: how long the import took, printed with the load's time (the two together are what
+// ONNX Runtime's session creation does).
 template <class T>
 int load_and_run(const teeny::onnx::ImportedModel& imported, const teeny::Bindings& dims, const Options& opt,
-                 const std::vector<NamedTensor>& inputs, const std::vector<std::pair<std::string, Tensor>>& expected) {
+                 const std::vector<NamedTensor>& inputs, const std::vector<std::pair<std::string, Tensor>>& expected,
+                 double import_ms) {
+  const Clock::time_point load_start = Clock::now();
   const auto finish = [&](auto model) -> int {
     if (!model) return fail_with(std::move(model).error().context("load"));
     auto params = imported.params();
     if (!params) return fail_with(params.error());
     if (auto loaded = model->load_weights(*params); !loaded) return fail_with(loaded.error());
+    const double load_ms = ms_since(load_start);
+    std::printf("time: import %s, load %s (plan and weights), together %s\n", duration_text(import_ms).c_str(),
+                duration_text(load_ms).c_str(), duration_text(import_ms + load_ms).c_str());
     return run_model(*model, opt, inputs, expected);
   };
   if (opt.device == "cuda") {
@@ -438,8 +452,10 @@ int main(int argc, char** argv) {
   Options opt;
   if (auto problem = parse_args(argc, argv, opt)) return usage_error(*problem);
 
+  const Clock::time_point import_start = Clock::now();
   auto imported = teeny::onnx::import_model(opt.model);
   if (!imported) return fail_with(imported.error());
+  const double import_ms = ms_since(import_start);
 
   const auto input_names = [&] {
     std::string s;
@@ -528,6 +544,6 @@ int main(int argc, char** argv) {
     f64 = f64 || in.dtype == DType::f64;
     f32 = f32 || in.dtype == DType::f32;
   }
-  return f64 && !f32 ? load_and_run<double>(*imported, dims, opt, inputs, expected)
-                     : load_and_run<float>(*imported, dims, opt, inputs, expected);
+  return f64 && !f32 ? load_and_run<double>(*imported, dims, opt, inputs, expected, import_ms)
+                     : load_and_run<float>(*imported, dims, opt, inputs, expected, import_ms);
 }
