@@ -25,9 +25,7 @@ BENCH_SECONDS=${BENCH_SECONDS:-2}
 CONFIGS=${CONFIGS:-"mlp:1 mlp:64 lenet:1 lenet:64 resnet18:1"}
 THREADS=${THREADS:-"1 2"}
 PY=/usr/bin/python3  # Debian's PyTorch 1.13, not a pyenv python
-ORT_VERSION=1.30.0
-
-log() { echo "== $*" >&2; }
+source bench/peers.sh
 
 # 0. what the benchmarks need: Google Benchmark, Debian's PyTorch (the peer, and the ONNX exporter),
 #    and OpenBLAS (bench-gemm's reference, and the BLAS Debian's PyTorch must run on to be a fair
@@ -35,33 +33,14 @@ log() { echo "== $*" >&2; }
 tools/setup.sh libbenchmark-dev python3-torch libopenblas-dev libopenblas0-pthread >&2
 
 # 1. teeny's benchmark
-if ! grep -q "subdir('bench')" meson.build; then
-  echo "meson.build does not build bench/ (no subdir('bench')): add it to the root meson.build" >&2
-  exit 1
-fi
-if [ ! -f "$BUILD/build.ninja" ]; then
-  log "meson setup $BUILD (release)"
-  CXX=${CXX:-clang++-19} meson setup "$BUILD" --buildtype=release -Dtests=false -Dbench=true >&2
-fi
-log "ninja -C $BUILD bench/bench-models"
-ninja -C "$BUILD" bench/bench-models >&2
-BUILD=$(cd "$BUILD" && pwd)
-export ORT_NODE_MODULE=$BUILD/node_modules/onnxruntime-node
+bench_build bench/bench-models
 if [ ! -x "$BUILD/bench/bench-models" ]; then
   echo "bench-models was not built: is Google Benchmark (libbenchmark-dev) installed?" >&2
   exit 1
 fi
 
 # 2. ONNX Runtime for Node.js
-if [ ! -f "$BUILD/node_modules/onnxruntime-node/package.json" ]; then
-  log "npm install --ignore-scripts onnxruntime-node@$ORT_VERSION into $BUILD/node_modules"
-  [ -f "$BUILD/package.json" ] || echo '{"name": "teeny-bench-peers", "private": true}' > "$BUILD/package.json"
-  (cd "$BUILD" && npm install --ignore-scripts --no-audit --no-fund "onnxruntime-node@$ORT_VERSION" >&2)
-fi
-node -e "require('$ORT_NODE_MODULE')" || {
-  echo "onnxruntime-node does not load (see above); its binding is $BUILD/node_modules/onnxruntime-node/bin/napi-v*/linux/x64" >&2
-  exit 1
-}
+bench_ort
 
 # 3. the ONNX models
 ONNX=$BUILD/onnx

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""teeny's peers in bench/run.sh: exports the benchmark models to ONNX, times PyTorch, and prints the table.
+"""teeny's peers in bench/run.sh: exports the benchmark models to ONNX, times PyTorch, and prints the
+table (and bench/onnx_vs_ort.sh's table).
 
 Run with Debian's PyTorch (1.13): /usr/bin/python3, not the first python3 on PATH.
 
@@ -33,6 +34,11 @@ Run with Debian's PyTorch (1.13): /usr/bin/python3, not the first python3 on PAT
   bench_peers.py teeny-json FILE
       turns Google Benchmark's JSON (bench-models --benchmark_format=json) into the same lines, for
       "runtime": "teeny" (an "error" field instead of times for a skipped model).
+  bench_peers.py teeny-run-json OUTPUT MODEL BATCH THREADS
+      turns teeny-run's printed output (OUTPUT: a file holding it) into a line for "runtime":
+      "teeny-onnx", with its import and load times (bench/onnx_vs_ort.sh).
+  bench_peers.py onnx-table FILE.jsonl
+      bench/onnx_vs_ort.sh's table: teeny and ORT on the same .onnx files.
   bench_peers.py table FILE.jsonl
       the medians over rounds of every (model, batch, threads, runtime) and the ratios
       teeny/ORT and teeny/PyTorch, with the targets of the CPU issue.
@@ -42,6 +48,7 @@ weights (speed does not depend on their values), inputs U(0, 1).
 """
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -299,6 +306,70 @@ def table(path):
         print(f"{runtime} {model} batch {batch} threads {threads}: {error}")
 
 
+def teeny_run_json(path, model, batch, threads):
+    """One JSON line from teeny-run's output (its "time:" and "bench:" lines)."""
+    def ms(text):
+        value, unit = text.split()
+        return float(value) / 1000 if unit == "us" else float(value)
+
+    with open(path) as f:
+        out = f.read()
+    line = {"runtime": "teeny-onnx", "model": model, "batch": batch, "threads": threads}
+    bench = re.search(r"^bench: (\d+) runs.*latency p50 ([\d.]+ [mu]s), p90 ([\d.]+ [mu]s).*min ([\d.]+ [mu]s)",
+                      out, re.M)
+    load = re.search(r"^time: import ([\d.]+ [mu]s), load ([\d.]+ [mu]s)", out, re.M)
+    if not bench or not load:
+        line["error"] = out.strip().splitlines()[-1] if out.strip() else "no output"
+    else:
+        line.update({"p50_us": ms(bench[2]) * 1000, "p90_us": ms(bench[3]) * 1000, "min_us": ms(bench[4]) * 1000,
+                     "runs": int(bench[1]), "import_ms": ms(load[1]), "load_ms": ms(load[2])})
+        line["create_ms"] = line["import_ms"] + line["load_ms"]
+    print(json.dumps(line))
+
+
+def onnx_table(path):
+    """bench/onnx_vs_ort.sh's table: teeny and ORT on the same files, and teeny's hand-built graph."""
+    runs = {}  # (model, batch, threads, runtime) -> [record per round]
+    errors = {}
+    with open(path) as f:
+        for raw in f:
+            if raw.startswith("{"):
+                r = json.loads(raw)
+                key = (r["model"], r["batch"], r["threads"], r["runtime"])
+                if "error" in r:
+                    errors[key] = r["error"]
+                else:
+                    runs.setdefault(key, []).append(r)
+
+    def median(key, field):
+        values = [r[field] for r in runs.get(key, []) if r.get(field) is not None]
+        return statistics.median(values) if values else None
+
+    def ratio(a, b):
+        return f"{a / b:.2f}" if a is not None and b else "-"
+
+    def fmt_ms(ms):
+        return "-" if ms is None else f"{ms:.0f} ms"
+
+    rows = sorted({k[:3] for k in list(runs) + list(errors)})
+    print("latency per forward, the median over rounds of each run's median; teeny-run reads the file, "
+          "ORT the same file; 'by hand': the same network built with the GraphBuilder (bench-models)")
+    header = ("model", "batch", "thr", "teeny (onnx)", "ORT", "teeny/ORT", "by hand", "onnx/by hand",
+              "teeny import+load", "ORT session", "load ratio", "rounds")
+    lines = [header]
+    for model, batch, threads in rows:
+        t, o, h = ((model, batch, threads, rt) for rt in ("teeny-onnx", "ort", "teeny"))
+        tp, op, hp = median(t, "p50_us"), median(o, "p50_us"), median(h, "p50_us")
+        tc, oc = median(t, "create_ms"), median(o, "create_ms")
+        lines.append((model, str(batch), str(threads), fmt_us(tp), fmt_us(op), ratio(tp, op), fmt_us(hp),
+                      ratio(tp, hp), fmt_ms(tc), fmt_ms(oc), ratio(tc, oc), str(len(runs.get(t, [])))))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for line in lines:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)))
+    for key, error in sorted(errors.items()):
+        print(f"{key[3]} {key[0]} b{key[1]} t{key[2]}: {error}")
+
+
 def time_pytorch_gpu(seconds):
     torch, fixtures = import_torch()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -347,6 +418,10 @@ def main(argv):
         return teeny_json(argv[1])
     if len(argv) >= 2 and argv[0] == "table":
         return table(argv[1])
+    if len(argv) >= 5 and argv[0] == "teeny-run-json":
+        return teeny_run_json(argv[1], argv[2], int(argv[3]), int(argv[4]))
+    if len(argv) >= 2 and argv[0] == "onnx-table":
+        return onnx_table(argv[1])
     if len(argv) >= 2 and argv[0] == "train-table":
         return train_table(argv[1])
     if argv and argv[0] == "train-epoch":
