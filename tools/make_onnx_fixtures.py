@@ -159,6 +159,36 @@ def main():
     save(model_of(nodes, [x_in], [y_out], [i64("repeats", [1 << 20, 1 << 20, 1])]), "tile_too_large.onnx")
 
     torch_export()
+    conv_transpose_export()
+
+
+def conv_transpose_export():
+    """ConvTranspose where ONNX's test data does not reach, exported by PyTorch with its outputs at
+    batch 2: by phases with groups, a bias and output_padding (y); by stuffing, a stride over the
+    window with output_padding and no bias (z); 1-d with a stride (w)."""
+    import torch
+
+    torch.manual_seed(6)
+
+    class Up(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.phased = torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+            self.stuffed = torch.nn.ConvTranspose2d(4, 3, (2, 3), stride=(3, 2), padding=(1, 0), output_padding=(2, 1),
+                                                    bias=False)
+            self.line = torch.nn.ConvTranspose1d(4, 2, 4, stride=2, padding=1)
+
+        def forward(self, x, s):
+            return self.phased(x), self.stuffed(x), self.line(s)
+
+    model = Up().eval()
+    x, s = torch.randn(2, 4, 5, 6), torch.randn(2, 4, 7)
+    torch.onnx.export(model, (x, s), os.path.join(OUT, "conv_transpose.onnx"), input_names=["x", "s"],
+                      output_names=["y", "z", "w"], opset_version=13)
+    with torch.no_grad():
+        outputs = model(x, s)
+    for name, t in zip(("x", "s", "y", "z", "w"), (x, s, *outputs)):
+        np.save(os.path.join(OUT, f"conv_transpose_{name}.npy"), t.numpy())
 
 
 def torch_export():

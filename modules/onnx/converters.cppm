@@ -82,6 +82,7 @@ inline constexpr Converter standard_converters[] = {
     {"Gemm", convert::gemm},
     {"MatMul", convert::matmul},
     {"Conv", convert::conv},
+    {"ConvTranspose", convert::conv_transpose},
     {"MaxPool", convert::pool<true>},
     {"AveragePool", convert::pool<false>},
     {"GlobalAveragePool", convert::global_pool<false>},
