@@ -160,6 +160,7 @@ def main():
 
     torch_export()
     conv_transpose_export()
+    resize_export()
 
 
 def conv_transpose_export():
@@ -189,6 +190,31 @@ def conv_transpose_export():
         outputs = model(x, s)
     for name, t in zip(("x", "s", "y", "z", "w"), (x, s, *outputs)):
         np.save(os.path.join(OUT, f"conv_transpose_{name}.npy"), t.numpy())
+
+
+def resize_export():
+    """F.interpolate as PyTorch exports it to Resize, with its outputs at batch 2: bilinear by a
+    scale factor (y, half_pixel), with align_corners to a size (z), and nearest by 2 (w)."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(7)
+
+    class Resize(torch.nn.Module):
+        def forward(self, x):
+            return (F.interpolate(x, scale_factor=(2.5, 1.5), mode="bilinear", align_corners=False,
+                                  recompute_scale_factor=False),
+                    F.interpolate(x, size=(4, 9), mode="bilinear", align_corners=True),
+                    F.interpolate(x, scale_factor=2, mode="nearest"))
+
+    model = Resize().eval()
+    x = torch.randn(2, 3, 5, 6)
+    torch.onnx.export(model, (x,), os.path.join(OUT, "resize.onnx"), input_names=["x"], output_names=["y", "z", "w"],
+                      opset_version=13)
+    with torch.no_grad():
+        outputs = model(x)
+    for name, t in zip(("x", "y", "z", "w"), (x, *outputs)):
+        np.save(os.path.join(OUT, f"resize_{name}.npy"), t.numpy())
 
 
 def torch_export():

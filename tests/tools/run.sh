@@ -54,6 +54,11 @@ done
 ct=$fixtures/conv_transpose
 expect 0 "ConvTranspose as PyTorch" "expect w: ok" "$ct.onnx" --input x="${ct}_x.npy" --input s="${ct}_s.npy" \
   --expect y="${ct}_y.npy" --expect z="${ct}_z.npy" --expect w="${ct}_w.npy"
+# Resize as PyTorch exports F.interpolate (bilinear by a scale, bilinear with align_corners to a
+# size, nearest by 2), as PyTorch computed it.
+r=$fixtures/resize
+expect 0 "Resize as PyTorch" "expect w: ok" "$r.onnx" --input x="${r}_x.npy" --expect y="${r}_y.npy" \
+  --expect z="${r}_z.npy" --expect w="${r}_w.npy"
 expect 1 "a missing model" "no-such.onnx" "$fixtures/no-such.onnx"
 expect 1 "an unknown input" "the model has no input 'z' (its inputs: x)" "$m" --input z="$fixtures/mlp_x_8.npy"
 expect 1 "an unknown output" "the model has no output 'q'" "$m" --expect q="$fixtures/mlp_y_8.npy"
