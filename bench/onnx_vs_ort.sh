@@ -63,7 +63,7 @@ print(max(10, int($BENCH_SECONDS * 1e6 / r['p50_us'])) if 'p50_us' in r else 3)"
   rm -f "$out"
 }
 run_ort() {
-  node bench/ort_bench.mjs --file "$MODEL_DIR/${1}_$OPSET.onnx" --shape "$2,3,224,224" --threads "$3" \
+  node bench/ort_bench.mjs --file "$MODEL_DIR/${1}_$OPSET.onnx" --name "$1" --shape "$2,3,224,224" --threads "$3" \
     --seconds "$BENCH_SECONDS"
 }
 run_teeny_by_hand() {

@@ -2,7 +2,7 @@
 // alongside bench-models and tools/bench_peers.py).
 //
 //   node bench/ort_bench.mjs --onnx DIR --model mlp|lenet|resnet18|tiny --batch B --threads N [--seconds S]
-//   node bench/ort_bench.mjs --file MODEL.onnx --shape B,C,H,W --threads N [--seconds S]
+//   node bench/ort_bench.mjs --file MODEL.onnx --shape B,C,H,W --threads N [--seconds S] [--name NAME]
 //
 // Loads DIR/<model>_b<B>.onnx (written by `tools/bench_peers.py export DIR`), or any MODEL.onnx
 // with one float input fed at --shape (bench/onnx_vs_ort.sh: the files teeny-run reads), with onnxruntime-node
@@ -11,6 +11,7 @@
 // 'sequential'; warms up, then times session.run() on one input tensor U(0, 1) for S seconds (at
 // least 20 runs) and prints one JSON line:
 //   {"runtime": "ort", "model", "batch", "threads", "p50_us", "p90_us", "min_us", "runs", "create_ms", "version"}
+// ("model": --name, else the file's name without .onnx)
 // create_ms is the session's creation (reading, optimising and planning the model).
 // The time includes the Node.js binding's cost per call (input wrapping, output copy-out); the
 // `tiny` model (one Linear(16, 16)) measures that floor.
@@ -43,7 +44,7 @@ if (dims.some((d) => !Number.isInteger(d) || d < 1)) {
   process.exit(2);
 }
 const batch = dims[0];
-const model = byFile ? path.basename(args.file, '.onnx') : args.model;
+const model = args.name ?? (byFile ? path.basename(args.file, '.onnx') : args.model);
 const file = byFile ? args.file : path.join(args.onnx, `${args.model}_b${batch}.onnx`);
 
 const require = createRequire(import.meta.url);
