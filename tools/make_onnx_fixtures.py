@@ -161,6 +161,7 @@ def main():
     torch_export()
     conv_transpose_export()
     resize_export()
+    silu_export()
 
 
 def conv_transpose_export():
@@ -215,6 +216,35 @@ def resize_export():
         outputs = model(x)
     for name, t in zip(("x", "y", "z", "w"), (x, *outputs)):
         np.save(os.path.join(OUT, f"resize_{name}.npy"), t.numpy())
+
+
+def silu_export():
+    """F.silu, which PyTorch exports as x * sigmoid(x): fused to one SiLU at import (after the
+    convolution, y), and not fused where the sigmoid is read again (z = h * sigmoid(h), with the
+    sigmoid an output too, s). Outputs as PyTorch computes them, at batch 2."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(8)
+
+    class Swish(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            h = F.silu(self.conv(x))
+            s = torch.sigmoid(h)
+            return h, h * s, s
+
+    model = Swish().eval()
+    x = torch.randn(2, 3, 5, 5)
+    torch.onnx.export(model, (x,), os.path.join(OUT, "silu.onnx"), input_names=["x"], output_names=["y", "z", "s"],
+                      opset_version=13)
+    with torch.no_grad():
+        outputs = model(x)
+    for name, t in zip(("x", "y", "z", "s"), (x, *outputs)):
+        np.save(os.path.join(OUT, f"silu_{name}.npy"), t.numpy())
 
 
 def torch_export():

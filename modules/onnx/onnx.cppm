@@ -17,6 +17,7 @@ import teeny.std;
 export import :tensors;
 export import :context;
 export import :converters;
+import :fuse;
 import teeny.core;
 import teeny.cpu;
 import teeny.graph;
@@ -41,6 +42,9 @@ struct ImportOptions {
   TensorLimits limits{};
   std::size_t max_nodes = 1'000'000;
   std::size_t max_file_bytes = INT_MAX;  // protobuf reads at most 2 GiB in one message
+  /// Import-time fusions (teeny.onnx:fuse: x * sigmoid(x) as one SiLU). Off, every node imports as
+  /// written; off too when `converters` overrides Sigmoid or Mul.
+  bool fuse = true;
 };
 
 /// A graph input or output: its name, dtype and dims (a dim_param is a symbolic dim; an
@@ -175,8 +179,14 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
     errors.push_back(std::move(message));
   };
   std::set<std::string, std::less<>> unavailable;  // outputs of nodes that did not import
+  const bool overridden = std::ranges::any_of(options.converters, [](const CustomConverter& c) {
+    return is_default_domain(c.domain) && (c.op_type == "Sigmoid" || c.op_type == "Mul");
+  });
+  const Fusions fusions = options.fuse && !overridden ? find_fusions(g) : no_fusions(g);
   for (std::size_t index = 0; index < g.nodes.size(); ++index) {
-    const proto::Node& node = g.nodes[index];
+    if (fusions.skip[index]) continue;  // a fused node reads its input and writes its output
+    const std::optional<FusedNode>& fused = fusions.fused[index];
+    const proto::Node& node = fused ? fused->node : g.nodes[index];
     const std::string label = node.name.empty() ? cat(node.op_type, "_", index) : node.name;
     const auto skip = [&] {
       for (const std::string& out : node.outputs) unavailable.insert(out);
@@ -206,6 +216,7 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
     for (const CustomConverter& c : options.converters) {
       if ((is_default_domain(c.domain) ? "" : c.domain) == domain && c.op_type == node.op_type) convert = c.convert;
     }
+    if (fused) convert = fused->convert;
     if (!convert && domain.empty()) {
       if (ConvertFn f = find_converter(node.op_type)) convert = f;
     }

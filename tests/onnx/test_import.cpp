@@ -185,6 +185,16 @@ TEST_CASE("onnx: bad files get errors that say what and where") {
   CHECK(tiled.error().message().find("over the limit") != std::string::npos);
 }
 
+TEST_CASE("onnx: x * sigmoid(x) imports as one node unless fusion is off") {
+  auto fused = teeny::onnx::import_model(fixture("silu.onnx"));
+  REQUIRE_MESSAGE(fused, (fused ? "" : fused.error().to_string()));
+  teeny::onnx::ImportOptions options;
+  options.fuse = false;
+  auto unfused = teeny::onnx::import_model(fixture("silu.onnx"), options);
+  REQUIRE_MESSAGE(unfused, (unfused ? "" : unfused.error().to_string()));
+  CHECK(unfused->graph.size() == fused->graph.size() + 1);  // the fused sigmoid is back
+}
+
 TEST_CASE("onnx: the list of converters names each op type once") {
   std::vector<std::string_view> names;
   for (const teeny::onnx::Converter& c : teeny::onnx::standard_converters) names.push_back(c.op_type);

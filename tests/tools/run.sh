@@ -59,6 +59,12 @@ expect 0 "ConvTranspose as PyTorch" "expect w: ok" "$ct.onnx" --input x="${ct}_x
 r=$fixtures/resize
 expect 0 "Resize as PyTorch" "expect w: ok" "$r.onnx" --input x="${r}_x.npy" --expect y="${r}_y.npy" \
   --expect z="${r}_z.npy" --expect w="${r}_w.npy"
+# x * sigmoid(x) (PyTorch's F.silu) imports as one SiLU, fused into the convolution before it; a
+# sigmoid read twice stays a sigmoid and a mul. As PyTorch computed them.
+f=$fixtures/silu
+expect 0 "x * sigmoid(x) fused to SiLU" "ops: conv2d 1, mul 1, sigmoid 1, silu 1" "$f.onnx" --summary
+expect 0 "SiLU as PyTorch" "expect s: ok" "$f.onnx" --input x="${f}_x.npy" --expect y="${f}_y.npy" \
+  --expect z="${f}_z.npy" --expect s="${f}_s.npy"
 expect 1 "a missing model" "no-such.onnx" "$fixtures/no-such.onnx"
 expect 1 "an unknown input" "the model has no input 'z' (its inputs: x)" "$m" --input z="$fixtures/mlp_x_8.npy"
 expect 1 "an unknown output" "the model has no output 'q'" "$m" --expect q="$fixtures/mlp_y_8.npy"
