@@ -41,12 +41,7 @@ for m in $MODELS; do
   fi
 done
 
-RESULTS=$BUILD/onnx-results-$(date +%Y%m%d-%H%M%S).jsonl
-log "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; $(uptime)"
-{
-  echo "# $(date -Is) $(git rev-parse --short HEAD) rounds $ROUNDS, $BENCH_SECONDS s per run"
-  echo "# before: $(uptime)"
-} > "$RESULTS"
+results_start onnx-results
 
 run_teeny_onnx() {  # model batch threads
   local file=$MODEL_DIR/${1}_$OPSET.onnx out runs
@@ -93,10 +88,4 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-echo "# after: $(uptime)" >> "$RESULTS"
-
-echo
-echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; $ROUNDS rounds, $BENCH_SECONDS s per run"
-grep '^# before\|^# after' "$RESULTS" | sed 's/^# /load /'
-"$PY" tools/bench_peers.py onnx-table "$RESULTS"
-echo "raw results: $RESULTS"
+results_finish onnx-table

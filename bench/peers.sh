@@ -1,5 +1,7 @@
-# Sourced by bench/run.sh and bench/onnx_vs_ort.sh: the release build and ONNX Runtime for Node.js
-# that both compare against. Expects BUILD (a build dir) and sets ORT_NODE_MODULE.
+# Sourced by bench/run.sh, bench/onnx_vs_ort.sh and bench/train.sh: the release build, ONNX Runtime
+# for Node.js, and the results file with its table. Expects BUILD (a build dir) and PY (Debian's
+# python3); bench_ort sets ORT_NODE_MODULE, results_start RESULTS (it reads ROUNDS and
+# BENCH_SECONDS).
 ORT_VERSION=1.30.0
 
 log() { echo "== $*" >&2; }
@@ -34,4 +36,26 @@ bench_ort() {
     echo "onnxruntime-node does not load (see above); its binding is $ORT_NODE_MODULE/bin/napi-v*/linux/x64" >&2
     exit 1
   }
+}
+
+# results_start PREFIX: RESULTS=BUILD/PREFIX-<time>.jsonl, headed by the commit, the machine and
+# its load before the runs.
+results_start() {
+  RESULTS=$BUILD/$1-$(date +%Y%m%d-%H%M%S).jsonl
+  log "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; $(uptime)"
+  {
+    echo "# $(date -Is) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(uname -m) $(nproc) CPUs," \
+      "rounds $ROUNDS, $BENCH_SECONDS s per run"
+    echo "# before: $(uptime)"
+  } > "$RESULTS"
+}
+
+# results_finish TABLE: the load after the runs, then `tools/bench_peers.py TABLE`'s table of them.
+results_finish() {
+  echo "# after: $(uptime)" >> "$RESULTS"
+  echo
+  echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; $ROUNDS rounds, $BENCH_SECONDS s per run"
+  grep '^# before\|^# after' "$RESULTS" | sed 's/^# /load /'
+  "$PY" tools/bench_peers.py "$1" "$RESULTS"
+  echo "raw results: $RESULTS"
 }

@@ -51,12 +51,7 @@ if [ ! -f "$ONNX/resnet18_b1.onnx" ] || [ tools/bench_peers.py -nt "$ONNX/resnet
 fi
 
 # 4. interleaved runs
-RESULTS=$BUILD/results-$(date +%Y%m%d-%H%M%S).jsonl
-log "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; $(uptime)"
-{
-  echo "# $(date -Is) $(uname -m) $(nproc) CPUs, rounds $ROUNDS, $BENCH_SECONDS s per run"
-  echo "# before: $(uptime)"
-} > "$RESULTS"
+results_start results
 
 run_teeny() {  # model batch threads
   local out
@@ -97,11 +92,4 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-echo "# after: $(uptime)" >> "$RESULTS"
-
-# 5. the table
-echo
-echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; $ROUNDS rounds, $BENCH_SECONDS s per run"
-grep '^# before\|^# after' "$RESULTS" | sed 's/^# /load /'
-"$PY" tools/bench_peers.py table "$RESULTS"
-echo "raw results: $RESULTS"
+results_finish table

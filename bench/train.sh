@@ -22,8 +22,7 @@ BENCH_SECONDS=${BENCH_SECONDS:-2}
 CONFIGS=${CONFIGS:-"mlp:64 lenet:64"}
 THREADS=${THREADS:-"1 2"}
 PY=/usr/bin/python3  # Debian's PyTorch 1.13, not a pyenv python
-
-log() { echo "== $*" >&2; }
+source bench/peers.sh
 
 if [ ! -f "$BUILD/build.ninja" ]; then
   log "meson setup $BUILD (release, training)"
@@ -33,12 +32,7 @@ fi
 log "ninja -C $BUILD bench/bench-train"
 ninja -C "$BUILD" bench/bench-train >&2
 
-RESULTS=$BUILD/train-results-$(date +%Y%m%d-%H%M%S).jsonl
-log "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; $(uptime)"
-{
-  echo "# $(date -Is) $(uname -m) $(nproc) CPUs, rounds $ROUNDS, $BENCH_SECONDS s per run"
-  echo "# before: $(uptime)"
-} > "$RESULTS"
+results_start train-results
 
 run_teeny() {  # model batch threads
   "$BUILD/bench/bench-train" --model "$1" --batch "$2" --threads "$3" --seconds "$BENCH_SECONDS"
@@ -66,10 +60,4 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-echo "# after: $(uptime)" >> "$RESULTS"
-
-echo
-echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; $ROUNDS rounds, $BENCH_SECONDS s per run"
-grep '^# before\|^# after' "$RESULTS" | sed 's/^# /load /'
-"$PY" tools/bench_peers.py train-table "$RESULTS"
-echo "raw results: $RESULTS"
+results_finish train-table

@@ -164,6 +164,20 @@ def main():
     silu_export()
 
 
+def export_with_outputs(model, inputs, output_names, name):
+    """Exports `model` (eval mode, opset 13, fixed shapes) to OUT/<name>.onnx with `inputs` (name ->
+    tensor), and saves each input and each output PyTorch computes as OUT/<name>_<value>.npy."""
+    import torch
+
+    model = model.eval()
+    torch.onnx.export(model, tuple(inputs.values()), os.path.join(OUT, f"{name}.onnx"), input_names=list(inputs),
+                      output_names=output_names, opset_version=13)
+    with torch.no_grad():
+        outputs = model(*inputs.values())
+    for value, t in (*inputs.items(), *zip(output_names, outputs)):
+        np.save(os.path.join(OUT, f"{name}_{value}.npy"), t.numpy())
+
+
 def conv_transpose_export():
     """ConvTranspose where ONNX's test data does not reach, exported by PyTorch with its outputs at
     batch 2: by phases with groups, a bias and output_padding (y); by stuffing, a stride over the
@@ -183,14 +197,8 @@ def conv_transpose_export():
         def forward(self, x, s):
             return self.phased(x), self.stuffed(x), self.line(s)
 
-    model = Up().eval()
-    x, s = torch.randn(2, 4, 5, 6), torch.randn(2, 4, 7)
-    torch.onnx.export(model, (x, s), os.path.join(OUT, "conv_transpose.onnx"), input_names=["x", "s"],
-                      output_names=["y", "z", "w"], opset_version=13)
-    with torch.no_grad():
-        outputs = model(x, s)
-    for name, t in zip(("x", "s", "y", "z", "w"), (x, s, *outputs)):
-        np.save(os.path.join(OUT, f"conv_transpose_{name}.npy"), t.numpy())
+    export_with_outputs(Up(), {"x": torch.randn(2, 4, 5, 6), "s": torch.randn(2, 4, 7)}, ["y", "z", "w"],
+                        "conv_transpose")
 
 
 def resize_export():
@@ -208,14 +216,7 @@ def resize_export():
                     F.interpolate(x, size=(4, 9), mode="bilinear", align_corners=True),
                     F.interpolate(x, scale_factor=2, mode="nearest"))
 
-    model = Resize().eval()
-    x = torch.randn(2, 3, 5, 6)
-    torch.onnx.export(model, (x,), os.path.join(OUT, "resize.onnx"), input_names=["x"], output_names=["y", "z", "w"],
-                      opset_version=13)
-    with torch.no_grad():
-        outputs = model(x)
-    for name, t in zip(("x", "y", "z", "w"), (x, *outputs)):
-        np.save(os.path.join(OUT, f"resize_{name}.npy"), t.numpy())
+    export_with_outputs(Resize(), {"x": torch.randn(2, 3, 5, 6)}, ["y", "z", "w"], "resize")
 
 
 def silu_export():
@@ -237,14 +238,7 @@ def silu_export():
             s = torch.sigmoid(h)
             return h, h * s, s
 
-    model = Swish().eval()
-    x = torch.randn(2, 3, 5, 5)
-    torch.onnx.export(model, (x,), os.path.join(OUT, "silu.onnx"), input_names=["x"], output_names=["y", "z", "s"],
-                      opset_version=13)
-    with torch.no_grad():
-        outputs = model(x)
-    for name, t in zip(("x", "y", "z", "s"), (x, *outputs)):
-        np.save(os.path.join(OUT, f"silu_{name}.npy"), t.numpy())
+    export_with_outputs(Swish(), {"x": torch.randn(2, 3, 5, 5)}, ["y", "z", "s"], "silu")
 
 
 def torch_export():
