@@ -14,7 +14,8 @@
 // customization points params_of, kind), rules (the checks the families share), ops_<family> (the
 // op structs of one family: linear, elementwise, shape, conv, pool, norm, reduce, sequence; the
 // same families as teeny.ops and teeny.cpu), custom_op (CustomOp, for ops defined outside teeny),
-// op (GraphOp and its visitors), graph (Graph), builder (GraphBuilder, Value).
+// op (GraphOp and its visitors), graph (Graph), builder (GraphBuilder, Value; builder_ops defines
+// its op methods).
 export module teeny.graph;
 import teeny.std;
 export import teeny.core;

@@ -5,9 +5,11 @@ import teeny.std;
 import teeny.core;
 import teeny.graph;
 import :context;
+import :ops_conv;
 import :ops_elementwise;
 import :ops_folded;
 import :ops_layers;
+import :ops_resize;
 import :ops_shape;
 
 export namespace teeny::onnx {
