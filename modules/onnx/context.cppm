@@ -159,6 +159,10 @@ Result<Tensor> permuted(const Tensor& t, const std::vector<std::int64_t>& perm);
 
 namespace teeny::onnx {
 
+/// Whether a node's or opset's domain is ONNX's default one ("" or "ai.onnx"). Not exported: the
+/// import's own units share it.
+bool is_default_domain(std::string_view domain) { return domain.empty() || domain == "ai.onnx"; }
+
 Result<Tensor> scalar(DType dtype, double value) {
   if (dtype == DType::f64) return Tensor::from<double>({value}, ConcreteShape{});
   if (dtype == DType::f32) return Tensor::from<float>({static_cast<float>(value)}, ConcreteShape{});

@@ -48,7 +48,6 @@ Fusions find_fusions(const proto::Graph& g) {
       if (!a.graphs.empty()) return f;
     }
   }
-  const auto is_default = [](const proto::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; };
   std::map<std::string_view, std::size_t> readers;
   for (const proto::Node& node : g.nodes) {
     for (const std::string& in : node.inputs) {
@@ -59,14 +58,14 @@ Fusions find_fusions(const proto::Graph& g) {
   std::map<std::string_view, std::size_t> sigmoid_of;  // a Sigmoid's output -> its node
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const proto::Node& s = g.nodes[i];
-    if (is_default(s) && s.op_type == "Sigmoid" && s.inputs.size() == 1 && !s.inputs[0].empty() &&
+    if (is_default_domain(s.domain) && s.op_type == "Sigmoid" && s.inputs.size() == 1 && !s.inputs[0].empty() &&
         s.outputs.size() == 1 && !s.outputs[0].empty()) {
       sigmoid_of.emplace(s.outputs[0], i);
     }
   }
   for (std::size_t j = 0; j < g.nodes.size(); ++j) {
     const proto::Node& m = g.nodes[j];
-    if (!is_default(m) || m.op_type != "Mul" || m.inputs.size() != 2 || m.outputs.size() != 1) continue;
+    if (!is_default_domain(m.domain) || m.op_type != "Mul" || m.inputs.size() != 2 || m.outputs.size() != 1) continue;
     for (std::size_t k = 0; k < 2; ++k) {
       const auto s = sigmoid_of.find(m.inputs[k]);
       if (s == sigmoid_of.end() || s->second > j || f.skip[s->second]) continue;

@@ -85,8 +85,6 @@ Result<NamedTensor> read_tensor_file(const std::string& path);
 namespace teeny::onnx {
 namespace {
 
-bool is_default_domain(std::string_view domain) { return domain.empty() || domain == "ai.onnx"; }
-
 Result<ValueDesc> describe(const proto::ValueInfo& v) {
   if (!v.is_tensor) return fail(Errc::unsupported, "'", v.name, "' is not a tensor (a sequence, map or optional)");
   auto dtype = dtype_from_onnx(v.elem_type);

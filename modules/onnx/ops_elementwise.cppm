@@ -438,6 +438,24 @@ inline Result<void> pow(NodeContext& n) {
   return ok();
 }
 
+// Ones of `dims` in `dtype`: Expand's and Tile's multiplier, refused over the import's element limit
+// before it is allocated (the dims come from the file).
+inline Result<Tensor> ones_of(NodeContext& n, DType dtype, const std::vector<std::int64_t>& dims) {
+  auto shape = ConcreteShape::from(dims);
+  if (!shape) return std::move(shape).error();
+  if (shape->numel() > n.limits().max_elements) {
+    return fail(Errc::out_of_range, "ones of shape ", *shape, " are over the limit of ", n.limits().max_elements,
+                " elements");
+  }
+  auto ones = Tensor::zeros(dtype, *shape);
+  if (!ones) return std::move(ones).error();
+  visit_dtype(dtype, [&]<class T>(std::type_identity<T>) {
+    T* p = reinterpret_cast<T*>(ones->data());
+    for (std::int64_t i = 0; i < ones->numel(); ++i) p[i] = convert_element<T>(1.0);
+  });
+  return ones;
+}
+
 // Expand(x, shape): x broadcast with `shape` (a constant, or a shape value with symbolic dims),
 // as x * ones: a constant operand of 1s, exact for every float (-0, NaN and infinities kept),
 // whose dims are 1 where x already has the result's dim. A constant x is folded.
@@ -465,18 +483,8 @@ inline Result<void> expand(NodeContext& n) {
       return fail(Errc::shape_mismatch, "cannot expand ", xt->shape, " to ", Shape(*target), " (dim ", k, ")");
     }
   }
-  auto shape = ConcreteShape::from(ones_dims);
-  if (!shape) return std::move(shape).error();
-  if (shape->numel() > n.limits().max_elements) {
-    return fail(Errc::out_of_range, "expanding to ", Shape(*target), " makes ", *shape, ", over the limit of ",
-                n.limits().max_elements, " elements");
-  }
-  auto ones = Tensor::zeros(xt->dtype, *shape);
-  if (!ones) return std::move(ones).error();
-  visit_dtype(xt->dtype, [&]<class T>(std::type_identity<T>) {
-    T* p = reinterpret_cast<T*>(ones->data());
-    for (std::int64_t i = 0; i < ones->numel(); ++i) p[i] = convert_element<T>(1.0);
-  });
+  auto ones = ones_of(n, xt->dtype, ones_dims);
+  if (!ones) return std::move(ones).error().context(cat("expanding ", xt->shape, " to ", Shape(*target)));
   if (const Tensor* c = n.constant(0)) {
     auto folded = fold_binary(BinaryOp::mul, *c, *ones, n.limits().max_elements);
     if (!folded) return std::move(folded).error();
@@ -585,19 +593,8 @@ inline Result<void> tile(NodeContext& n) {
   if (spread.size() > max_rank) {
     return NodeContext::unsupported("tiling ", xt->shape, " needs ", spread.size(), " dims, over ", max_rank);
   }
-  auto shape = ConcreteShape::from(ones_dims);
-  if (!shape) return std::move(shape).error();
-  // Each repeat alone fits the limit; the ones hold their product.
-  if (shape->numel() > n.limits().max_elements) {
-    return fail(Errc::out_of_range, "tiling ", xt->shape, " needs ones of shape ", *shape, ", over the limit of ",
-                n.limits().max_elements, " elements");
-  }
-  auto ones = Tensor::zeros(xt->dtype, *shape);
-  if (!ones) return std::move(ones).error();
-  visit_dtype(xt->dtype, [&]<class T>(std::type_identity<T>) {
-    T* p = reinterpret_cast<T*>(ones->data());
-    for (std::int64_t i = 0; i < ones->numel(); ++i) p[i] = convert_element<T>(1.0);
-  });
+  auto ones = ones_of(n, xt->dtype, ones_dims);  // each repeat fits the limit, their product may not
+  if (!ones) return std::move(ones).error().context(cat("tiling ", xt->shape));
   GraphBuilder& b = n.builder();
   const Value spread_x = b.add(Reshape{spread}, {*v}, n.part_name("spread"));
   const std::string repeat = n.part_name("repeat");

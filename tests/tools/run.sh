@@ -52,11 +52,15 @@ done
 # ConvTranspose where ONNX's test data does not reach (by phases with groups, by stuffing at a
 # stride over the window, 1-d at a stride), as PyTorch computed it: status 0 needs all three to match.
 ct=$fixtures/conv_transpose
+# y and w by phases (4 and 2 convolutions, interleaved by concats), z by stuffing (one convolution)
+expect 0 "ConvTranspose by phases and by stuffing" "ops: add 2, concat 4, conv2d 7, pad 6, reshape 12" "$ct.onnx" \
+  --summary
 expect 0 "ConvTranspose as PyTorch" "expect w: ok" "$ct.onnx" --input x="${ct}_x.npy" --input s="${ct}_s.npy" \
   --expect y="${ct}_y.npy" --expect z="${ct}_z.npy" --expect w="${ct}_w.npy"
 # Resize as PyTorch exports F.interpolate (bilinear by a scale, bilinear with align_corners to a
 # size, nearest by 2), as PyTorch computed it.
 r=$fixtures/resize
+expect 0 "linear Resize as Linear ops" "ops: linear 4, transpose 4, upsample 1" "$r.onnx" --summary
 expect 0 "Resize as PyTorch" "expect w: ok" "$r.onnx" --input x="${r}_x.npy" --expect y="${r}_y.npy" \
   --expect z="${r}_z.npy" --expect w="${r}_w.npy"
 # x * sigmoid(x) (PyTorch's F.silu) imports as one SiLU, fused into the convolution before it; a
