@@ -162,6 +162,7 @@ def main():
     conv_transpose_export()
     resize_export()
     silu_export()
+    class_token_export()
 
 
 def export_with_outputs(model, inputs, output_names, name):
@@ -275,6 +276,39 @@ def torch_export():
         x = torch.randn(batch, 6, 4)
         np.save(os.path.join(OUT, f"tokens_x_{batch}.npy"), x.numpy())
         np.save(os.path.join(OUT, f"tokens_y_{batch}.npy"), model(x).detach().numpy())
+
+
+def class_token_export():
+    """A ViT's front in miniature, exported by PyTorch with a dynamic batch: patches by a strided
+    convolution, a learned class token expanded to the batch (a Weight broadcast to the symbolic
+    batch), concatenated, plus learned positions; then a comparison with a constant and a Where
+    with a learned fill (constant operands of run-time ops). Expected outputs are PyTorch's, at
+    batch 2 and 3."""
+    import torch
+
+    torch.manual_seed(8)
+
+    class Front(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch = torch.nn.Conv2d(3, 8, 4, stride=4)
+            self.cls = torch.nn.Parameter(torch.randn(1, 1, 8))
+            self.pos = torch.nn.Parameter(torch.randn(1, 5, 8))
+            self.fill = torch.nn.Parameter(torch.randn(8))
+
+        def forward(self, x):  # x: [batch, 3, 8, 8]
+            n = x.shape[0]
+            p = self.patch(x).flatten(2).transpose(1, 2)  # [n, 4, 8]
+            t = torch.cat([self.cls.expand(n, -1, -1), p], dim=1) + self.pos  # [n, 5, 8]
+            return torch.where(t > 0.5, t, self.fill)
+
+    model = Front().eval()
+    torch.onnx.export(model, torch.randn(2, 3, 8, 8), os.path.join(OUT, "class_token.onnx"), input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=13)
+    for batch in (2, 3):
+        x = torch.randn(batch, 3, 8, 8)
+        np.save(os.path.join(OUT, f"class_token_x_{batch}.npy"), x.numpy())
+        np.save(os.path.join(OUT, f"class_token_y_{batch}.npy"), model(x).detach().numpy())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ their expected outputs, for tests/onnx/models.sh: an import check on models nobo
 
 Debian's python3-torch (1.13) and python3-torchvision (0.14), nothing downloaded: random weights
 (seeded) and randomised BatchNorm statistics, so that an import that drops or mixes up a
-BatchNorm's running mean or variance gives a different answer. Each model is exported at opsets 13
+BatchNorm's running mean or variance gives a different answer; parameters initialised to zeros
+(biases, ViT's class token and head) are random too. Each model is exported at opsets 13
 and 17 with a dynamic batch dim, and run by PyTorch at batch 1 and 4 for the expected outputs.
 
     /usr/bin/python3 tools/make_onnx_models.py OUT_DIR [MODEL ...]
@@ -63,6 +64,14 @@ def randomise_batch_norms(model, generator):
             m.running_var.copy_(torch.rand(m.running_var.shape, generator=generator) * 0.5 + 0.75)
 
 
+def randomise_zero_parameters(model, generator):
+    """Parameters initialised to zeros (biases, ViT's class token and head) get random values: a
+    zero hides an import that drops them or broadcasts them wrongly (ViT's output was all zeros)."""
+    for p in model.parameters():
+        if not p.any():
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.1)
+
+
 def export(name, out):
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(1)
@@ -75,6 +84,7 @@ def export(name, out):
         example = lambda b: torch.randn((b, *shape), generator=generator)
     with torch.no_grad():
         randomise_batch_norms(model, generator)
+        randomise_zero_parameters(model, generator)
     model.eval()
     for opset in (13, 17):
         torch.onnx.export(model, example(1), os.path.join(out, f"{name}_{opset}.onnx"), input_names=["x"],

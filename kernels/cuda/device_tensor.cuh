@@ -60,6 +60,23 @@ __device__ inline std::int64_t element_offset(const DeviceTensor<T>& t, std::int
   return offset;
 }
 
+/// Dim d of a broadcast operand's gradient view (the output's shape, stride 0 where the operand
+/// was repeated) is one the operand was broadcast along.
+template <class T>
+__device__ inline bool broadcast_dim(const DeviceTensor<T>& g, int d) {
+  return g.strides[d] == 0 && g.shape[d] > 1;
+}
+/// The number of distinct elements of a gradient view (its operand's element count), or, with
+/// keep = false, of the output's elements that add into each.
+template <class T>
+__device__ inline std::int64_t grad_extent(const DeviceTensor<T>& g, bool keep) {
+  std::int64_t n = 1;
+  for (int d = 0; d < g.rank; ++d) {
+    if (broadcast_dim(g, d) != keep) n *= g.shape[d];
+  }
+  return n;
+}
+
 /// The first index this thread takes in a grid-stride loop over a 1-D grid (of blocks of any
 /// shape: all of a block's threads count), and the loop's stride.
 __device__ inline std::int64_t block_threads() { return std::int64_t{blockDim.x} * blockDim.y * blockDim.z; }

@@ -112,22 +112,6 @@ __device__ void unary_backward(const DeviceTensor<const T>& x, const DeviceTenso
   }
 }
 
-// Dim d of a binary op's gradient view (y's shape) is one its operand was broadcast along.
-template <class T>
-__device__ bool broadcast_dim(const DeviceTensor<T>& g, int d) {
-  return g.strides[d] == 0 && g.shape[d] > 1;
-}
-// The number of distinct elements of a gradient view (its operand's element count), or of y's
-// elements that add into each (keep = false).
-template <class T>
-__device__ std::int64_t grad_extent(const DeviceTensor<T>& g, bool keep) {
-  std::int64_t n = 1;
-  for (int d = 0; d < g.rank; ++d) {
-    if (broadcast_dim(g, d) != keep) n *= g.shape[d];
-  }
-  return n;
-}
-
 // Offsets of one element of y's shape in each tensor a binary backward reads.
 struct BinaryOffsets {
   std::int64_t a, b, y, dy;

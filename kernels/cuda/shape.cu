@@ -1,4 +1,4 @@
-// Shape kernels: copies (reshape; permute, slice and concat through strides), padding, nearest
+// Shape kernels: copies (reshape; permute, slice, concat and weight through strides), padding, nearest
 // upsampling and casts, one template each, instantiated per element type as teeny_<family>_<dtype>;
 // and their backward kernels (training), which add dy back along the forward's reads. Which
 // input element an output reads is kernels/math/shape.hpp's rule, the CPU backend's own; a cast's
@@ -125,6 +125,40 @@ __device__ void strided_add(const DeviceTensor<T>& dy, const DeviceTensor<T>& dx
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
     T* grad = dx.data + element_offset(dx, i);
     store(grad, load(grad) + load(dy.data + element_offset(dy, i)));
+  }
+}
+
+// weight: dx += dy summed over the dims dx is broadcast along (stride 0). One thread per
+// distinct element of dx adds its terms in dy's order, as the CPU does: deterministic, no atomics.
+template <class T>
+__device__ void broadcast_add(const DeviceTensor<T>& dy, const DeviceTensor<T>& dx) {
+  using C = compute_t<T>;
+  if (dx.data == nullptr) return;
+  const std::int64_t n = grad_extent(dx, true);
+  const std::int64_t terms = grad_extent(dx, false);
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    std::int64_t at = 0;  // the kept coordinates: dx's element and the first term's offset in dy
+    std::int64_t base = 0;
+    std::int64_t rest = i;
+    for (int d = dx.rank - 1; d >= 0; --d) {
+      if (broadcast_dim(dx, d)) continue;
+      const std::int64_t c = rest % dx.shape[d];
+      rest /= dx.shape[d];
+      at += c * dx.strides[d];
+      base += c * dy.strides[d];
+    }
+    C acc = load(dx.data + at);
+    for (std::int64_t r = 0; r < terms; ++r) {
+      std::int64_t offset = base;
+      std::int64_t k = r;
+      for (int d = dx.rank - 1; d >= 0; --d) {
+        if (!broadcast_dim(dx, d)) continue;
+        offset += (k % dx.shape[d]) * dy.strides[d];
+        k /= dx.shape[d];
+      }
+      acc += load(dy.data + offset);
+    }
+    store(dx.data + at, acc);
   }
 }
 
@@ -331,6 +365,10 @@ using teeny::cuda_kernels::DTypeCode;
                                                         DeviceTensor<T> dx) {                                          \
     teeny::cuda_kernels::strided_add<T>(dy, dx);                                                                       \
   }                                                                                                                    \
+  extern "C" __global__ void teeny_broadcast_add_##suffix(DeviceTensor<const T>, DeviceTensor<T>, DeviceTensor<T> dy,  \
+                                                          DeviceTensor<T> dx) {                                        \
+    teeny::cuda_kernels::broadcast_add<T>(dy, dx);                                                                     \
+  }                                                                                                                    \
   extern "C" __global__ void teeny_pad_backward_##suffix(                                                              \
       DeviceTensor<const T> x, DeviceTensor<T>, std::array<std::int64_t, teeny::cuda_kernels::max_rank> before,        \
       teeny::math::PadKind kind, T, DeviceTensor<T> dy, DeviceTensor<T> dx) {                                          \
@@ -349,6 +387,8 @@ using teeny::cuda_kernels::DTypeCode;
                                                   decltype(teeny_copy_backward_##suffix)>);                            \
   static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::StridedAddParamList<T>,                         \
                                                   decltype(teeny_strided_add_##suffix)>);                              \
+  static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::StridedAddParamList<T>,                         \
+                                                  decltype(teeny_broadcast_add_##suffix)>);                            \
   static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::PadBackwardParamList<T>,                        \
                                                   decltype(teeny_pad_backward_##suffix)>);                             \
   static_assert(teeny::cuda_kernels::takes_params<teeny::cuda_kernels::UpsampleBackwardParamList<T>,                   \
@@ -361,12 +401,13 @@ TEENY_CUDA_FOR_EACH_FLOAT(TEENY_SHAPE_ENTRIES)
 namespace teeny::cuda_kernels {
 
 KernelTable shape_kernels() noexcept {
-#define TEENY_SHAPE_ENTRY(T, suffix)                                                                   \
-  TEENY_KERNEL_ENTRY(teeny_copy_##suffix), TEENY_KERNEL_ENTRY(teeny_strided_copy_##suffix),            \
-      TEENY_KERNEL_ENTRY(teeny_pad_##suffix), TEENY_KERNEL_ENTRY(teeny_upsample_nearest_##suffix),     \
-      TEENY_KERNEL_ENTRY(teeny_cast_##suffix), TEENY_KERNEL_ENTRY(teeny_copy_backward_##suffix),       \
-      TEENY_KERNEL_ENTRY(teeny_strided_add_##suffix), TEENY_KERNEL_ENTRY(teeny_pad_backward_##suffix), \
-      TEENY_KERNEL_ENTRY(teeny_upsample_nearest_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_cast_backward_##suffix),
+#define TEENY_SHAPE_ENTRY(T, suffix)                                                                                 \
+  TEENY_KERNEL_ENTRY(teeny_copy_##suffix), TEENY_KERNEL_ENTRY(teeny_strided_copy_##suffix),                          \
+      TEENY_KERNEL_ENTRY(teeny_pad_##suffix), TEENY_KERNEL_ENTRY(teeny_upsample_nearest_##suffix),                   \
+      TEENY_KERNEL_ENTRY(teeny_cast_##suffix), TEENY_KERNEL_ENTRY(teeny_copy_backward_##suffix),                     \
+      TEENY_KERNEL_ENTRY(teeny_strided_add_##suffix), TEENY_KERNEL_ENTRY(teeny_broadcast_add_##suffix),              \
+      TEENY_KERNEL_ENTRY(teeny_pad_backward_##suffix), TEENY_KERNEL_ENTRY(teeny_upsample_nearest_backward_##suffix), \
+      TEENY_KERNEL_ENTRY(teeny_cast_backward_##suffix),
   static const KernelEntry entries[] = {TEENY_CUDA_FOR_EACH_FLOAT(TEENY_SHAPE_ENTRY)};
 #undef TEENY_SHAPE_ENTRY
   return table_of(entries);

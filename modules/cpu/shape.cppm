@@ -1,5 +1,5 @@
 // teeny.cpu:shape — CPU kernels of the data-movement ops: reshape (a memcpy), permute / slice /
-// concat (one strided copy), pad, nearest upsampling and cast, and (training builds) their
+// concat / weight (one strided copy), pad, nearest upsampling and cast, and (training builds) their
 // backward. Index rules and conversions are kernels/math/shape.hpp.
 module;
 #include "math/gradient.hpp"
@@ -34,6 +34,10 @@ Result<NoState> prepare_backward_kernel(const concat_op<T>& op, const StridedCop
 template <CpuReal T>
 void run_backward_kernel(const concat_op<T>& op, const StridedCopyGradArgs<T>& args, NoState& state, CpuContext& cpu);
 template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const weight_op<T>& op, const StridedCopyGradArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_backward_kernel(const weight_op<T>& op, const StridedCopyGradArgs<T>& args, NoState& state, CpuContext& cpu);
+template <CpuReal T>
 Result<NoState> prepare_backward_kernel(const reshape_op<T>& op, const InputGradArgs<CopyArgs<T>, T>& args,
                                         CpuContext& cpu);
 template <CpuReal T>
@@ -41,6 +45,10 @@ void run_backward_kernel(const reshape_op<T>& op, const InputGradArgs<CopyArgs<T
                          CpuContext& cpu);
 #endif
 
+template <CpuReal T>
+Result<NoState> prepare_kernel(const weight_op<T>& op, const StridedCopyArgs<T>& args, CpuContext& cpu);
+template <CpuReal T>
+void run_kernel(const weight_op<T>& op, const StridedCopyArgs<T>& args, NoState& state, CpuContext& cpu);
 template <CpuReal T>
 Result<NoState> prepare_kernel(const permute_op<T>& op, const StridedCopyArgs<T>& args, CpuContext& cpu);
 template <CpuReal T>
@@ -176,6 +184,14 @@ void run_kernel(const reshape_op<T>&, const CopyArgs<T>& args, NoState&, CpuCont
   if (args.x.data != args.y.data) std::memcpy(args.y.data, args.x.data, sizeof(T) * args.y.numel());
 }
 
+template <CpuReal T>
+Result<NoState> prepare_kernel(const weight_op<T>&, const StridedCopyArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+template <CpuReal T>
+void run_kernel(const weight_op<T>&, const StridedCopyArgs<T>& args, NoState&, CpuContext& cpu) {
+  strided_copy(args.x, args.y, cpu);  // the value's stride 0 along broadcast dims repeats it
+}
 template <CpuReal T>
 Result<NoState> prepare_kernel(const permute_op<T>&, const StridedCopyArgs<T>&, CpuContext&) {
   return NoState{};
@@ -349,6 +365,14 @@ void strided_add(const StridedCopyGradArgs<T>& g) {
 }  // namespace
 
 template <CpuReal T>
+Result<NoState> prepare_backward_kernel(const weight_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&) {
+  return NoState{};
+}
+template <CpuReal T>
+void run_backward_kernel(const weight_op<T>&, const StridedCopyGradArgs<T>& g, NoState&, CpuContext&) {
+  strided_add(g);  // in order on one thread, so the broadcast gradient's repeated elements sum safely
+}
+template <CpuReal T>
 Result<NoState> prepare_backward_kernel(const permute_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&) {
   return NoState{};
 }
@@ -516,6 +540,8 @@ void run_backward_kernel(const cast_op<T>&, const CastBackwardArgs& g, NoState&,
 #define TEENY_CPU_INSTANCES(T)                                                                               \
   template Result<NoState> prepare_kernel(const reshape_op<T>&, const CopyArgs<T>&, CpuContext&);            \
   template void run_kernel(const reshape_op<T>&, const CopyArgs<T>&, NoState&, CpuContext&);                 \
+  template Result<NoState> prepare_kernel(const weight_op<T>&, const StridedCopyArgs<T>&, CpuContext&);      \
+  template void run_kernel(const weight_op<T>&, const StridedCopyArgs<T>&, NoState&, CpuContext&);           \
   template Result<NoState> prepare_kernel(const permute_op<T>&, const StridedCopyArgs<T>&, CpuContext&);     \
   template void run_kernel(const permute_op<T>&, const StridedCopyArgs<T>&, NoState&, CpuContext&);          \
   template Result<NoState> prepare_kernel(const slice_op<T>&, const StridedCopyArgs<T>&, CpuContext&);       \
@@ -535,6 +561,8 @@ void run_backward_kernel(const cast_op<T>&, const CastBackwardArgs& g, NoState&,
                                                    CpuContext&);                                                      \
   template void run_backward_kernel(const reshape_op<T>&, const InputGradArgs<CopyArgs<T>, T>&, NoState&,             \
                                     CpuContext&);                                                                     \
+  template Result<NoState> prepare_backward_kernel(const weight_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&);  \
+  template void run_backward_kernel(const weight_op<T>&, const StridedCopyGradArgs<T>&, NoState&, CpuContext&);       \
   template Result<NoState> prepare_backward_kernel(const permute_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&); \
   template void run_backward_kernel(const permute_op<T>&, const StridedCopyGradArgs<T>&, NoState&, CpuContext&);      \
   template Result<NoState> prepare_backward_kernel(const slice_op<T>&, const StridedCopyGradArgs<T>&, CpuContext&);   \

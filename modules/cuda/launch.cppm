@@ -221,6 +221,11 @@ struct KernelParams<reshape_op<T>> {
   using backward = cuda_kernels::CopyBackwardParamList<T>;
 };
 template <FloatElement T>
+struct KernelParams<weight_op<T>> {
+  using type = cuda_kernels::StridedCopyParamList<T>;
+  using backward = cuda_kernels::StridedAddParamList<T>;
+};
+template <FloatElement T>
 struct KernelParams<permute_op<T>> {
   using type = cuda_kernels::StridedCopyParamList<T>;
   using backward = cuda_kernels::StridedAddParamList<T>;

@@ -200,10 +200,10 @@ using standard_ops_typed =
 /// The standard ops typed models do not run (yet): no layer makes them.
 template <class T>
 using standard_ops_not_typed =
-    std::variant<matmul_op<T>, reshape_op<T>, layer_norm_op<T>, rms_norm_op<T>, softmax_op<T>, reduce_op<T>,
-                 permute_op<T>, slice_op<T>, concat_op<T>, pad_op<T>, upsample_op<T>, cast_op<T>, embedding_op<T>,
-                 attention_op<T>, dropout_op<T>, nll_loss_op<T>, arg_reduce_op<T>, cumsum_op<T>, hardmax_op<T>,
-                 compare_op<T>, where_op<T>>;
+    std::variant<weight_op<T>, matmul_op<T>, reshape_op<T>, layer_norm_op<T>, rms_norm_op<T>, softmax_op<T>,
+                 reduce_op<T>, permute_op<T>, slice_op<T>, concat_op<T>, pad_op<T>, upsample_op<T>, cast_op<T>,
+                 embedding_op<T>, attention_op<T>, dropout_op<T>, nll_loss_op<T>, arg_reduce_op<T>, cumsum_op<T>,
+                 hardmax_op<T>, compare_op<T>, where_op<T>>;
 
 namespace model_detail {
 template <class T, class Op>

@@ -260,6 +260,9 @@ class GraphBuilder {
   Value upsample(Value x, double scale);
   Value upsample(Value x, double scale_h, double scale_w);
   Value cast(Value x, DType dtype);
+  /// Weights used as a value (Weight): its parameter "value" [value_shape] broadcast to `shape`
+  /// (empty: value_shape), e.g. a class token expanded to a symbolic batch.
+  Value weight(DType dtype, std::vector<std::int64_t> value_shape, std::vector<Dim> shape = {}, bool trainable = true);
 
   // ---- state
   /// Whether nothing has failed so far.

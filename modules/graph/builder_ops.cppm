@@ -240,4 +240,8 @@ Value GraphBuilder::upsample(Value x, double scale_h, double scale_w) {
 
 Value GraphBuilder::cast(Value x, DType dtype) { return add_standard(Cast{dtype}, {x}); }
 
+Value GraphBuilder::weight(DType dtype, std::vector<std::int64_t> value_shape, std::vector<Dim> shape, bool trainable) {
+  return add_standard(Weight{dtype, std::move(value_shape), std::move(shape), trainable}, {});
+}
+
 }  // namespace teeny

@@ -32,19 +32,19 @@ export namespace teeny {
 using GraphOp = std::variant<
     // Each line ends with the family of its ops: the partition graph/ops_<family>.cppm defines
     // them. New alternatives go before CustomOp, which stays last.
-    Input, Cast, Flatten, Reshape, Transpose, Permute, Concat, Split, Slice, Pad, Upsample,  // shape
-    Linear, MatMul,                                                                          // linear
-    Conv1d, Conv2d,                                                                          // conv
-    MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,                                                 // pool
-    BatchNorm, LayerNorm, RMSNorm, GroupNorm,                                                // norm
-    Embedding,                                                                               // sequence
-    Dropout,                                                                                 // elementwise
-    Attention,                                                                               // sequence
-    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Hardsigmoid,       // elementwise
-    Threshold, Hardshrink, Softshrink,                                                       // elementwise
-    Softmax, LogSoftmax,                                                                     // reduce
-    Binary, Unary, Compare, Where,                                                           // elementwise
-    Reduce, ArgReduce, CumSum, Hardmax, NllLoss,                                             // reduce
+    Input, Weight, Cast, Flatten, Reshape, Transpose, Permute, Concat, Split, Slice, Pad, Upsample,  // shape
+    Linear, MatMul,                                                                                  // linear
+    Conv1d, Conv2d,                                                                                  // conv
+    MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,                                                         // pool
+    BatchNorm, LayerNorm, RMSNorm, GroupNorm,                                                        // norm
+    Embedding,                                                                                       // sequence
+    Dropout,                                                                                         // elementwise
+    Attention,                                                                                       // sequence
+    ReLU, LeakyReLU, GELU, SiLU, Sigmoid, Tanh, Softplus, ELU, Hardswish, Hardsigmoid,               // elementwise
+    Threshold, Hardshrink, Softshrink,                                                               // elementwise
+    Softmax, LogSoftmax,                                                                             // reduce
+    Binary, Unary, Compare, Where,                                                                   // elementwise
+    Reduce, ArgReduce, CumSum, Hardmax, NllLoss,                                                     // reduce
     CustomOp>;  // any op defined outside teeny (graph/custom_op.cppm)
 
 namespace graph_detail {

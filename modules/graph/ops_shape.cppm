@@ -1,5 +1,6 @@
-// teeny.graph:ops_shape — graph inputs and the ops that move or reinterpret data without
-// arithmetic: flatten, reshape, transpose, permute, concat, split, slice, pad, upsample, cast.
+// teeny.graph:ops_shape — graph inputs, weights used as values, and the ops that move or
+// reinterpret data without arithmetic: flatten, reshape, transpose, permute, concat, split, slice,
+// pad, upsample, cast.
 // Symbolic dims (`batch`) pass through wherever the result is still a single symbolic dim.
 //
 //   Flatten{}                          f32[batch, 1, 28, 28] -> f32[batch, 784]
@@ -30,6 +31,25 @@ struct Input {
   friend bool operator==(const Input&, const Input&) = default;
 };
 static_assert(GraphOpType<Input>);
+
+/// A tensor of weights used as a value: the parameter "value" [value_shape] broadcast to `shape`
+/// (NumPy's rules: value_shape's dims align with shape's last ones and are 1 or equal to them), so
+/// a learned token reaches a symbolic batch (ViT's class token, `cls_token.expand(batch, -1, -1)`).
+/// An empty `shape` is value_shape itself. Not trained when `trainable` is false (a constant).
+struct Weight {
+  static constexpr std::string_view kind = "weight";
+  static constexpr Arity arity{0, 0};
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> value_shape{};
+  std::vector<Dim> shape{};
+  bool trainable = true;
+
+  Result<TensorType> infer(std::span<const TensorType> inputs) const;
+  std::vector<ParamSpec> params(std::span<const TensorType> inputs) const;
+  std::string attributes() const;
+  friend bool operator==(const Weight&, const Weight&) = default;
+};
+static_assert(GraphOpWithParams<Weight>);
 
 /// Converts the elements to `dtype`; the shape is unchanged.
 struct Cast {
@@ -247,6 +267,42 @@ Result<TensorType> Input::infer(std::span<const TensorType>) const {
 }
 
 std::string Input::attributes() const { return attrs({{"dtype", fmt(type.dtype)}, {"shape", to_string(type.shape)}}); }
+
+Result<TensorType> Weight::infer(std::span<const TensorType>) const {
+  auto value = ConcreteShape::from(value_shape);
+  if (!value) return std::move(value).error().context("value_shape");
+  if (shape.empty()) return TensorType{dtype, Shape(*value)};
+  if (shape.size() > max_rank) {
+    return fail(Errc::out_of_range, "shape ", fmt(shape), " has ", shape.size(), " dims; at most ", max_rank,
+                " are supported");
+  }
+  if (value_shape.size() > shape.size()) {
+    return fail(Errc::shape_mismatch, "value_shape ", fmt(value_shape), " has more dims than shape ", fmt(shape));
+  }
+  const std::size_t lead = shape.size() - value_shape.size();
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const Dim& d = shape[i];
+    if ((d.is_concrete() && d.value < 0) || (d.is_symbolic() && d.value <= 0)) {
+      return fail(Errc::invalid_argument, "shape ", fmt(shape), " has an invalid dim ", to_string(d));
+    }
+    if (i < lead) continue;
+    const std::int64_t v = value_shape[i - lead];
+    if (v != 1 && !(d.is_concrete() && d.value == v)) {
+      return fail(Errc::shape_mismatch, "value_shape ", fmt(value_shape), " does not broadcast to shape ", fmt(shape),
+                  " (dim ", i, ")");
+    }
+  }
+  return TensorType{dtype, Shape(shape)};
+}
+
+std::vector<ParamSpec> Weight::params(std::span<const TensorType>) const {
+  return {{"value", shape_of(value_shape), dtype, trainable}};
+}
+
+std::string Weight::attributes() const {
+  return attrs(
+      {{"dtype", fmt(dtype)}, {"value_shape", fmt(value_shape)}, {"shape", fmt(shape)}, {"trainable", fmt(trainable)}});
+}
 
 Result<TensorType> Cast::infer(std::span<const TensorType> inputs) const { return TensorType{dtype, inputs[0].shape}; }
 

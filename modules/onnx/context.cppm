@@ -29,11 +29,13 @@ struct ShapeValue {
 
 /// A value of the ONNX graph during import: computed by the teeny graph at run time (`value`), or
 /// known now (`constant`: an initializer, a Constant node, a folded shape computation; `shape`: a
-/// shape computation on symbolic dims).
+/// shape computation on symbolic dims). A floating constant used where the graph takes a value
+/// gets one too: a Weight node holding it (`constant_as_value`), trained when `initializer`.
 struct ImportValue {
   Value value;
   std::shared_ptr<const Tensor> constant;
   std::shared_ptr<const ShapeValue> shape;
+  bool initializer = false;
 };
 
 /// What the whole import shares: the builder, the values by ONNX name, the weights the teeny
@@ -55,6 +57,11 @@ struct ImportState {
     return name;
   }
 };
+
+/// The graph value of the constant `v` (ONNX name `name`): a Weight node named after it, holding
+/// it as its weight "value", made on first use and shared by every later one. Floating dtypes only:
+/// teeny's graph computes in one floating dtype.
+Result<Value> constant_as_value(ImportState& state, const std::string& name, ImportValue& v);
 
 /// One ONNX node being converted.
 class NodeContext {
@@ -86,6 +93,8 @@ class NodeContext {
   Result<Value> value(std::size_t i) const;
   /// Input i's constant, or nullptr when it is computed at run time (or omitted).
   const Tensor* constant(std::size_t i) const;
+  /// Whether input i is an initializer (a weight, trained where the graph is), not a folded constant.
+  bool initializer(std::size_t i) const;
   /// Input i as integers known at import (shapes, axes, pads): an error when it is not a constant
   /// of an integer dtype.
   Result<std::vector<std::int64_t>> ints(std::size_t i) const;
@@ -267,17 +276,39 @@ Result<Value> NodeContext::value(std::size_t i) const {
                        Shape(it->second.shape->dims),
                        "), used here as a tensor: teeny folds shape computations into the ops that take shapes");
   }
-  if (!it->second.value.valid()) {
-    return unsupported("input ", i, " '", node_.inputs[i],
-                       "' is a constant here, where teeny's graph takes only values computed at run time");
+  if (it->second.value.valid()) return it->second.value;
+  auto v = constant_as_value(state_, it->first, it->second);
+  if (!v) return std::move(v).error().context(cat("input ", i, " '", node_.inputs[i], "'"));
+  return v;
+}
+
+Result<Value> constant_as_value(ImportState& state, const std::string& name, ImportValue& v) {
+  if (v.value.valid()) return v.value;
+  if (v.constant == nullptr) return fail(Errc::invalid_argument, "'", name, "' is neither a value nor a constant");
+  const Tensor& c = *v.constant;
+  if (!is_floating(c.dtype())) {
+    return NodeContext::unsupported("a constant of dtype ", c.dtype(), " used as a tensor (teeny's graph holds ",
+                                    "floating constants as weights; integer ones only as shapes, axes and indices)");
   }
-  return it->second.value;
+  std::vector<std::int64_t> dims(c.shape().begin(), c.shape().end());
+  const std::string node = state.unique_name(name);
+  auto weight = copy_of(c);
+  if (!weight) return std::move(weight).error();
+  v.value = state.builder.add(Weight{c.dtype(), std::move(dims), {}, v.initializer}, {}, node);
+  state.weights.push_back({cat(node, ".value"), std::move(*weight)});
+  return v.value;
 }
 
 const Tensor* NodeContext::constant(std::size_t i) const {
   if (!has_input(i)) return nullptr;
   const auto it = state_.values.find(node_.inputs[i]);
   return it == state_.values.end() ? nullptr : it->second.constant.get();
+}
+
+bool NodeContext::initializer(std::size_t i) const {
+  if (!has_input(i)) return false;
+  const auto it = state_.values.find(node_.inputs[i]);
+  return it != state_.values.end() && it->second.initializer;
 }
 
 Result<std::vector<std::int64_t>> NodeContext::ints(std::size_t i) const {

@@ -145,7 +145,8 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
   for (const proto::Tensor& t : g.initializers) {
     auto tensor = to_tensor(t, state->external, state->limits);
     if (!tensor) return std::move(tensor).error().context(cat("initializer '", t.name, "'"));
-    if (!state->values.emplace(t.name, ImportValue{{}, std::make_shared<const Tensor>(std::move(*tensor)), nullptr})
+    if (!state->values
+             .emplace(t.name, ImportValue{{}, std::make_shared<const Tensor>(std::move(*tensor)), nullptr, true})
              .second) {
       return fail(Errc::duplicate, "two initializers are named '", t.name, "'");
     }
@@ -252,16 +253,24 @@ Result<ImportedModel> import_parsed(proto::Model& parsed, ExternalData external,
     const auto it = state->values.find(out.name);
     if (it == state->values.end()) {
       add_error(Errc::not_found, cat("graph output '", out.name, "' is not computed by any node"));
-    } else if (it->second.constant != nullptr || it->second.shape != nullptr) {
+    } else if (it->second.shape != nullptr) {
       unsupported.push_back({out.name, "(graph output)", "", opset,
-                             cat("a graph output known at import (", it->second.shape ? "a shape" : "a constant",
-                                 "): teeny's graph outputs are computed")});
-    } else if (!it->second.value.valid()) {
+                             "a graph output known at import (a shape of symbolic dims): teeny's graph outputs are "
+                             "tensors"});
+    } else if (it->second.constant == nullptr && !it->second.value.valid()) {
       continue;  // the node that computes it failed in the builder, whose error build() reports
     } else {
-      state->builder.output(out.name, it->second.value);
-      const TensorType* t = state->builder.type_of(it->second.value);
-      if (t != nullptr) outputs.push_back({out.name, t->dtype, t->shape});
+      // A constant output (folded at import) is a Weight node holding it.
+      auto v = constant_as_value(*state, out.name, it->second);
+      if (!v && v.error().code() == Errc::unsupported) {
+        unsupported.push_back({out.name, "(graph output)", "", opset, v.error().message()});
+      } else if (!v) {
+        add_error(v.error().code(), cat("graph output '", out.name, "': ", v.error().to_string()));
+      } else {
+        state->builder.output(out.name, *v);
+        const TensorType* t = state->builder.type_of(*v);
+        if (t != nullptr) outputs.push_back({out.name, t->dtype, t->shape});
+      }
     }
   }
 

@@ -456,9 +456,41 @@ inline Result<Tensor> ones_of(NodeContext& n, DType dtype, const std::vector<std
   return ones;
 }
 
+// Expand of x to `result`, whose dims x has as 1 grow to the symbolic dims of `grown`; ones_dims:
+// the concrete dims it grows to (else 1).
+inline Result<void> expand_to_symbolic(NodeContext& n, const TensorType& xt, std::vector<std::int64_t> ones_dims,
+                                       std::vector<Dim> result, std::vector<Dim> grown) {
+  if (!is_floating(xt.dtype)) {
+    return NodeContext::unsupported("expanding a ", xt.dtype, " tensor to the symbolic dims ", Shape(grown));
+  }
+  if (const Tensor* c = n.constant(0)) {  // a constant: the Weight holds it and broadcasts it
+    auto value = copy_of(*c);
+    if (!value) return std::move(value).error();
+    const Weight w{c->dtype(), std::vector<std::int64_t>(c->shape().begin(), c->shape().end()), std::move(result),
+                   n.initializer(0)};
+    n.set_output(0, n.builder().add(w, {}, n.name()));
+    n.add_weight(n.name(), "value", std::move(*value));
+    return ok();
+  }
+  auto x = n.value(0);
+  if (!x) return std::move(x).error();
+  auto ones = ones_of(n, xt.dtype, ones_dims);
+  if (!ones) return std::move(ones).error();
+  for (std::size_t k = 0; k < grown.size(); ++k) {
+    if (grown[k].is_concrete()) grown[k] = Dim(ones_dims[k]);
+  }
+  const std::string node = n.part_name("ones");
+  const Value broadcast = n.builder().add(Weight{xt.dtype, std::move(ones_dims), std::move(grown), false}, {}, node);
+  n.add_weight(node, "value", std::move(*ones));
+  n.set_output(0, n.builder().add(Binary{BinaryOp::mul}, {*x, broadcast}, n.name()));
+  return ok();
+}
+
 // Expand(x, shape): x broadcast with `shape` (a constant, or a shape value with symbolic dims),
 // as x * ones: a constant operand of 1s, exact for every float (-0, NaN and infinities kept),
-// whose dims are 1 where x already has the result's dim. A constant x is folded.
+// whose dims are 1 where x already has the result's dim. A constant x is folded. Where a dim of 1
+// grows to a symbolic dim, a constant x becomes a Weight broadcast to the result, and a value
+// x is multiplied by a Weight of ones broadcast to the symbolic dims.
 inline Result<void> expand(NodeContext& n) {
   auto xt = n.type(0);
   if (!xt) return std::move(xt).error();
@@ -468,20 +500,28 @@ inline Result<void> expand(NodeContext& n) {
   const std::size_t rank = std::max(x.size(), target->size());
   if (rank > max_rank) return fail(Errc::out_of_range, "expanding to ", rank, " dims, over ", max_rank);
   std::vector<std::int64_t> ones_dims;  // the constant operand's dims, aligned with the result's
+  std::vector<Dim> result;
+  std::vector<Dim> grown;  // the symbolic dims x grows to (1 elsewhere)
   for (std::size_t k = 0; k < rank; ++k) {
     const Dim xd = k + x.size() >= rank ? x[k + x.size() - rank] : Dim(1);
     const Dim td = k + target->size() >= rank ? (*target)[k + target->size() - rank] : Dim(1);
     const bool x_one = xd.is_concrete() && xd.value == 1;
     const bool t_one = td.is_concrete() && td.value == 1;
+    result.push_back(t_one ? xd : td);
+    grown.push_back(Dim(1));
     if (t_one || xd == td) {
       ones_dims.push_back(1);
     } else if (x_one && td.is_concrete()) {
       ones_dims.push_back(td.value);
     } else if (x_one) {
-      return NodeContext::unsupported("expanding dim ", k, " of ", xt->shape, " to the symbolic ", to_string(td));
+      ones_dims.push_back(1);
+      grown.back() = td;
     } else {
       return fail(Errc::shape_mismatch, "cannot expand ", xt->shape, " to ", Shape(*target), " (dim ", k, ")");
     }
+  }
+  if (std::ranges::any_of(grown, [](const Dim& d) { return d.is_symbolic(); })) {
+    return expand_to_symbolic(n, *xt, std::move(ones_dims), std::move(result), std::move(grown));
   }
   auto ones = ones_of(n, xt->dtype, ones_dims);
   if (!ones) return std::move(ones).error().context(cat("expanding ", xt->shape, " to ", Shape(*target)));

@@ -1,8 +1,9 @@
 // teeny.onnx:ops_folded — converters of ONNX ops computed at import when their inputs are known
 // there: Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Not, Where, ConstantOfShape and Range.
 // Exporters use them in shape computations (PyTorch's `expand(n, -1, -1)` becomes
-// Where(Equal(shape, -1), 1, shape)). The comparisons and Where of values all computed at run time
-// are teeny's Compare and Where; the other forms are refused with the reason.
+// Where(Equal(shape, -1), 1, shape)). The comparisons and Where with an input computed at run time
+// are teeny's Compare and Where (floating constant operands as Weight nodes); the other forms are
+// refused with the reason.
 module;
 #include "onnx/proto.hpp"
 export module teeny.onnx:ops_folded;
@@ -64,23 +65,18 @@ constexpr CompareOp compare_op_of(Compare cmp) {
   return CompareOp::count;
 }
 
-// Whether every one of the node's inputs is a value computed at run time.
-bool all_run_time(NodeContext& n) {
+// Whether any of the node's inputs is a value computed at run time: then the node is too, and its
+// floating constant operands are Weight nodes (NodeContext::value).
+bool any_run_time(NodeContext& n) {
   for (std::size_t i = 0; i < n.inputs(); ++i) {
-    if (known(n, i)) return false;
+    if (!known(n, i)) return true;
   }
-  return true;
-}
-
-// An op of run-time values only (teeny's Compare and Where take no constant operand yet).
-Error mixed(NodeContext& n) {
-  return NodeContext::unsupported(n.node().op_type, " of a value computed at run time and a constant (teeny's ",
-                                  "op takes run-time values only; constant operands are planned)");
+  return false;
 }
 
 template <Compare Cmp>
 Result<void> compare(NodeContext& n) {
-  if (all_run_time(n)) {
+  if (any_run_time(n)) {
     auto a = n.value(0);
     if (!a) return std::move(a).error();
     auto b = n.value(1);
@@ -88,7 +84,6 @@ Result<void> compare(NodeContext& n) {
     n.set_output(0, n.builder().add(teeny::Compare{compare_op_of(Cmp)}, {*a, *b}, n.name()));
     return ok();
   }
-  if (!known(n, 0) || !known(n, 1)) return mixed(n);
   if (n.shape_value(0) != nullptr || n.shape_value(1) != nullptr) {
     auto a = n.dims(0);
     if (!a) return std::move(a).error();
@@ -163,7 +158,7 @@ inline Result<void> logical_not(NodeContext& n) {
 // Where(condition, x, y) with every input known at import: elementwise selection, broadcast; a
 // shape value where x or y is one.
 inline Result<void> where(NodeContext& n) {
-  if (all_run_time(n)) {
+  if (any_run_time(n)) {
     std::vector<Value> inputs;
     for (std::size_t i = 0; i < 3; ++i) {
       auto v = n.value(i);
@@ -173,7 +168,6 @@ inline Result<void> where(NodeContext& n) {
     n.set_output(0, n.builder().add(teeny::Where{}, std::move(inputs), n.name()));
     return ok();
   }
-  if (!known(n, 0) || !known(n, 1) || !known(n, 2)) return mixed(n);
   if (n.shape_value(0) != nullptr) return NodeContext::unsupported("Where with a shape as its condition");
   const Tensor& cond = *n.constant(0);
   if (cond.dtype() != DType::boolean) return fail(Errc::dtype_mismatch, "the condition is ", cond.dtype());

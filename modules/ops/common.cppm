@@ -102,6 +102,17 @@ inline Result<void> check_epilogue_backward(const Epilogue& e) {
               "activations whose derivative does)");
 }
 
+/// `view` read with the output's shape: dims it lacks (on the left) or has as 1 get stride 0.
+template <class T>
+TensorView<T> broadcast_to(const TensorView<T>& view, const ConcreteShape& shape) {
+  ConcreteShape strides = shape;
+  const std::size_t offset = shape.rank() - view.rank();
+  for (std::size_t i = 0; i < shape.rank(); ++i) {
+    strides[i] = (i < offset || view.shape[i - offset] == 1) ? 0 : view.strides[i - offset];
+  }
+  return TensorView<T>(view.data, shape, strides);
+}
+
 /// The first error among several results, if any: `if (auto e = first_error(x, w, y)) return *e;`
 template <class... R>
 std::optional<Error> first_error(const R&... results) {

@@ -50,17 +50,6 @@ struct unary_op {
 };
 static_assert(RuntimeOp<unary_op<float>>);
 
-/// `view` read with the output's shape: dims it lacks (on the left) or has as 1 get stride 0.
-template <class T>
-TensorView<T> broadcast_to(const TensorView<T>& view, const ConcreteShape& shape) {
-  ConcreteShape strides = shape;
-  const std::size_t offset = shape.rank() - view.rank();
-  for (std::size_t i = 0; i < shape.rank(); ++i) {
-    strides[i] = (i < offset || view.shape[i - offset] == 1) ? 0 : view.strides[i - offset];
-  }
-  return TensorView<T>(view.data, shape, strides);
-}
-
 template <FloatElement T>
 struct BinaryArgs {
   TensorView<const T> a;  // broadcast to y's shape (stride 0 on broadcast dims)

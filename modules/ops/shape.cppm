@@ -1,7 +1,8 @@
 // teeny.ops:shape — ops that move data without arithmetic: reshape (Flatten, Reshape), permute
-// (Transpose, Permute), slice (Slice, Split / chunk pieces), concat, pad, nearest upsampling, and
-// cast (Tensor.to). Their index rules and conversions are kernels/math/shape.hpp. Each has a
-// backward in training builds (a cast only to a floating dtype).
+// (Transpose, Permute), slice (Slice, Split / chunk pieces), concat, pad, nearest upsampling,
+// cast (Tensor.to), and weights broadcast into a value (Weight). Their index rules and
+// conversions are kernels/math/shape.hpp. Each has a backward in training builds (a cast only to a
+// floating dtype).
 module;
 #include "math/shape.hpp"
 export module teeny.ops:shape;
@@ -56,6 +57,84 @@ static_assert(RuntimeOp<reshape_op<float>>);
 static_assert(BackwardOp<reshape_op<float>>);
 #endif
 
+template <Element T>
+struct StridedCopyArgs {
+  TensorView<const T> x;  // read through its strides (a permuted or sliced view of the input)
+  TensorView<T> y;        // same shape, written through its strides (a concat writes a slab of y)
+  auto fields() const { return std::tie(x, y); }
+};
+
+/// Weight: the parameter "value" copied into the output, broadcast to its shape (value read with
+/// stride 0 along the dims it is repeated on). Its backward sums dy over those dims into the
+/// parameter's gradient.
+template <FloatElement T>
+struct weight_op {
+  using Args = StridedCopyArgs<T>;
+  Weight attrs;
+  OpOutput out;
+
+  std::string_view name() const { return "weight"; }
+  const Shape& output_shape() const { return out.shape; }
+  DType output_dtype() const { return dtype_of<T>; }
+  KernelInstance kernel() const { return kernel_instance<"strided_copy", "broadcast_add", T>(); }
+  std::size_t n_activation_inputs() const { return 0; }
+  std::span<const std::string_view> param_names() const {
+    static constexpr std::string_view slots[] = {"value"};
+    return slots;
+  }
+  bool param_trainable(std::size_t) const { return attrs.trainable; }
+  std::vector<ConcreteShape> param_shapes(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    auto shape = ConcreteShape::from(attrs.value_shape);
+    if (!shape) return {};  // the graph op's infer refused it first
+    return {*shape};
+  }
+  Result<Args> pack_args(const OpBindings& b) const {
+    auto value = param_view<const T>(b, 0);
+    auto y = output_view<T>(b);
+    if (auto e = first_error(value, y)) return *e;
+    if (auto e = check_broadcast(value->shape, y->shape); !e) return std::move(e).error();
+    return Args{broadcast_to(*value, y->shape), *y};
+  }
+  Dim3 block() const { return {256, 1, 1}; }
+  Dim3 grid(const ConcreteShape& y) const { return {ceil_div(y.numel(), 256), 1, 1}; }
+
+#if TEENY_TRAINING
+  /// dvalue += dy summed over the broadcast dims: dx is the parameter's gradient, viewed broadcast.
+  using BackwardArgs = InputGradArgs<Args, T>;
+  Result<BackwardArgs> pack_backward_args(const BackwardBindings& b) const {
+    const OpBindings fb = forward_bindings(b);
+    auto forward = pack_args(fb);
+    auto value = param_view<const T>(fb, 0);
+    if (auto e = first_error(forward, value)) return *e;
+    BackwardArgs g{*forward, {}, {}};
+    if (auto e = first_error(bind_grad_output(b, g.forward.y, g.dy), bind_grad_param(b, 0, *value, g.dx))) return *e;
+    if (g.dx.data != nullptr) g.dx = broadcast_to(g.dx, g.forward.y.shape);
+    return g;
+  }
+  /// One thread per element of the parameter, each summing its terms in order (no atomics).
+  Dim3 backward_grid(std::span<const ConcreteShape>, const ConcreteShape&) const {
+    std::int64_t n = 1;
+    for (const std::int64_t d : attrs.value_shape) n *= d;
+    return {ceil_div(std::max<std::int64_t>(n, 1), 256), 1, 1};
+  }
+#endif
+
+ private:
+  static Result<void> check_broadcast(const ConcreteShape& value, const ConcreteShape& y) {
+    bool fits = value.rank() <= y.rank();
+    for (std::size_t i = 0; fits && i < value.rank(); ++i) {
+      const std::int64_t v = value[i];
+      fits = v == 1 || v == y[y.rank() - value.rank() + i];
+    }
+    if (!fits) return fail(Errc::shape_mismatch, "value ", value, " does not broadcast to the output ", y);
+    return ok();
+  }
+};
+static_assert(RuntimeOp<weight_op<float>>);
+#if TEENY_TRAINING
+static_assert(BackwardOp<weight_op<float>>);
+#endif
+
 namespace ops_detail {
 // `axis` (negative from the end) as an index into a shape of `rank` dims.
 inline Result<std::size_t> shape_axis(std::int64_t axis, std::size_t rank, const ConcreteShape& of) {
@@ -65,13 +144,6 @@ inline Result<std::size_t> shape_axis(std::int64_t axis, std::size_t rank, const
   return static_cast<std::size_t>(a);
 }
 }  // namespace ops_detail
-
-template <Element T>
-struct StridedCopyArgs {
-  TensorView<const T> x;  // read through its strides (a permuted or sliced view of the input)
-  TensorView<T> y;        // same shape, written through its strides (a concat writes a slab of y)
-  auto fields() const { return std::tie(x, y); }
-};
 
 #if TEENY_TRAINING
 namespace ops_detail {

@@ -206,6 +206,7 @@ struct standard_node_lowering {
               return emit(unary_op<T>{act->first, act->second, out});
             },
             [&](const Input&) { return emit(InputOp{node.name, type.shape, type.dtype}); },
+            [&](const Weight& w) { return emit(weight_op<T>{w, out}); },
             [&](const Linear& l) { return emit(linear_op<T>{l, out}); },
             [&](const MatMul&) { return emit(matmul_op<T>{out}); },
             [&](const Binary& b) -> Result<bool> {

@@ -119,6 +119,10 @@ using op_t = std::type_identity<Op>;
 Value make(op_t<teeny::Input>, Step& s, Value) {
   return s.b.input("x" + std::to_string(s.values.size()), s.in.dtype(), teeny::Shape(s.in.dims(9)));
 }
+Value make(op_t<teeny::Weight>, Step& s, Value) {
+  const bool trainable = s.in.flag();
+  return s.b.weight(s.in.dtype(), s.in.integers(5), s.in.dims(5), trainable);
+}
 Value make(op_t<teeny::Cast>, Step& s, Value x) { return s.b.cast(x, s.in.dtype()); }
 Value make(op_t<teeny::Flatten>, Step& s, Value x) { return s.b.flatten(x, s.in.integer(), s.in.integer()); }
 Value make(op_t<teeny::Reshape>, Step& s, Value x) { return s.b.reshape(x, s.in.dims(9)); }

@@ -66,6 +66,21 @@ TEST_CASE("input and cast") {
   CHECK(describe(Cast{DType::bf16}) == "cast(dtype=bf16)");
 }
 
+TEST_CASE("weights broadcast to a shape with symbolic dims") {
+  const Weight token{DType::f32, {1, 1, 64}, {batch, 1, 64}};
+  CHECK(*run(token, {}) == f32({batch, 1, 64}));
+  CHECK(*run(Weight{DType::f64, {3, 4}}, {}) == TensorType{DType::f64, Shape{3, 4}});  // no shape: as is
+  CHECK(*run(Weight{DType::f32, {4}, {2, batch, 4}}, {}) == f32({2, batch, 4}));       // leading dims added
+  CHECK(describe(token) == "weight(dtype=f32, value_shape=[1, 1, 64], shape=[batch, 1, 64], trainable=true)");
+  const auto params = params_of(GraphOp{Weight{DType::f64, {2, 1}, {2, 5}, false}}, std::vector<TensorType>{});
+  REQUIRE(params.size() == 1);
+  CHECK(params[0] == ParamSpec{"value", Shape{2, 1}, DType::f64, false});
+  CHECK(error_of(Weight{DType::f32, {2, 64}, {batch, 64}}, {}) ==
+        "value_shape [2, 64] does not broadcast to shape [batch, 64] (dim 0)");
+  CHECK(error_of(Weight{DType::f32, {1, 2, 3}, {2, 3}}, {}) == "value_shape [1, 2, 3] has more dims than shape [2, 3]");
+  CHECK(error_of(Weight{DType::f32, {-2}}, {}).find("value_shape") != std::string::npos);
+}
+
 TEST_CASE("flatten merges a dim range, carrying a symbolic factor") {
   CHECK(*run(Flatten{}, {f32({batch, 1, 28, 28})}) == f32({batch, 784}));
   CHECK(*run(Flatten{0}, {f32({batch, 1, 28, 28})}) == f32({Dim::sym("batch", 784)}));

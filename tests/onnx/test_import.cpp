@@ -21,7 +21,13 @@ namespace {
 
 std::string fixture(const std::string& name) { return fixtures::path("onnx/" + name); }
 
+// A fixture's tensor: a TensorProto (.pb) or a NumPy file (.npy, PyTorch's exports).
 teeny::NamedTensor tensor(const std::string& name) {
+  if (name.ends_with(".npy")) {
+    auto t = teeny::read_npy(fixture(name));
+    REQUIRE_MESSAGE(t, (t ? "" : t.error().to_string()));
+    return {name, std::move(*t)};
+  }
   auto t = teeny::onnx::read_tensor_file(fixture(name));
   REQUIRE_MESSAGE(t, (t ? "" : t.error().to_string()));
   return std::move(*t);
@@ -183,6 +189,29 @@ TEST_CASE("onnx: bad files get errors that say what and where") {
   CHECK(tiled.error().code() == teeny::Errc::out_of_range);
   CHECK(tiled.error().message().find("node 'tile' (Tile)") != std::string::npos);
   CHECK(tiled.error().message().find("over the limit") != std::string::npos);
+}
+
+TEST_CASE("onnx: a class token expanded to the symbolic batch, and constant operands of run-time ops, are Weights") {
+  auto imported = teeny::onnx::import_model(fixture("class_token.onnx"));
+  REQUIRE_MESSAGE(imported, (imported ? "" : imported.error().to_string()));
+  // The initializers a Weight holds are trained, as PyTorch's parameters are; Greater's 0.5 is not.
+  std::string trained;
+  std::string fixed;
+  for (const auto& p : imported->graph.parameters()) (p.trainable ? trained : fixed) += p.key + " ";
+  CHECK(trained == "/patch/Conv.weight /patch/Conv.bias /Expand.value fill.value ");
+  // pos, Add's constant operand, is the add's parameter "other" (not trained, as for every binary op).
+  CHECK(fixed == "/Add.other /Constant_10_output_0.value ");
+  // One import, two batch sizes, as PyTorch computed them.
+  auto model = teeny::load_cpu(imported->graph, {{"batch", 2}});
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  auto params = imported->params();
+  REQUIRE(params);
+  REQUIRE(model->load_weights(*params));
+  for (const int batch : {2, 3}) {
+    CAPTURE(batch);
+    check_forward(*model, "class_token_x_" + std::to_string(batch) + ".npy",
+                  "class_token_y_" + std::to_string(batch) + ".npy", "y");
+  }
 }
 
 TEST_CASE("onnx: x * sigmoid(x) imports as one node unless fusion is off") {

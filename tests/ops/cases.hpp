@@ -220,6 +220,23 @@ void for_each_op_case(Visit&& visit) {
             return op;
           },
           {{x3}}, {6, 4});
+  // Weights broadcast along a leading dim it lacks and a middle dim of 1, and one copied as is.
+  case_of("weight, broadcast",
+          []<class T>() {
+            teeny::weight_op<T> op;
+            op.attrs.value_shape = {3, 1, 4};
+            op.out = output<T>({2, 3, 5, 4});
+            return op;
+          },
+          {{}, {random_tensor({3, 1, 4}, 46)}}, {2, 3, 5, 4});
+  case_of("weight, as is",
+          []<class T>() {
+            teeny::weight_op<T> op;
+            op.attrs.value_shape = {2, 3};
+            op.out = output<T>({2, 3});
+            return op;
+          },
+          {{}, {random_tensor({2, 3}, 47)}}, {2, 3});
   case_of("permute",
           []<class T>() {
             teeny::permute_op<T> op;

@@ -69,6 +69,15 @@ f=$fixtures/silu
 expect 0 "x * sigmoid(x) fused to SiLU" "ops: conv2d 1, mul 1, sigmoid 1, silu 1" "$f.onnx" --summary
 expect 0 "SiLU as PyTorch" "expect s: ok" "$f.onnx" --input x="${f}_x.npy" --expect y="${f}_y.npy" \
   --expect z="${f}_z.npy" --expect s="${f}_s.npy"
+# A ViT's class token expanded to the symbolic batch, and constant operands of a comparison and a
+# Where: Weight nodes. As PyTorch computed them, at batch 2 and 3 of one file.
+c=$fixtures/class_token
+expect 0 "weights used as values" "ops: add 1, concat 1, conv2d 1, gt 1, permute 1, reshape 1, weight 3, where 1" \
+  "$c.onnx" --summary
+for batch in 2 3; do
+  expect 0 "class token expanded to batch $batch" "expect y: ok" "$c.onnx" --input x="${c}_x_$batch.npy" \
+    --expect y="${c}_y_$batch.npy"
+done
 expect 1 "a missing model" "no-such.onnx" "$fixtures/no-such.onnx"
 expect 1 "an unknown input" "the model has no input 'z' (its inputs: x)" "$m" --input z="$fixtures/mlp_x_8.npy"
 expect 1 "an unknown output" "the model has no output 'q'" "$m" --expect q="$fixtures/mlp_y_8.npy"
