@@ -398,11 +398,10 @@ int load_and_run(const teeny::onnx::ImportedModel& imported, const teeny::Bindin
                  const std::vector<NamedTensor>& inputs, const std::vector<std::pair<std::string, Tensor>>& expected,
                  double import_ms) {
   const Clock::time_point load_start = Clock::now();
+  auto params = imported.params();
+  if (!params) return fail_with(params.error());
   const auto finish = [&](auto model) -> int {
     if (!model) return fail_with(std::move(model).error().context("load"));
-    auto params = imported.params();
-    if (!params) return fail_with(params.error());
-    if (auto loaded = model->load_weights(*params); !loaded) return fail_with(loaded.error());
     const double load_ms = ms_since(load_start);
     std::printf("time: import %s, load %s (plan and weights), together %s\n", duration_text(import_ms).c_str(),
                 duration_text(load_ms).c_str(), duration_text(import_ms + load_ms).c_str());
@@ -410,7 +409,11 @@ int load_and_run(const teeny::onnx::ImportedModel& imported, const teeny::Bindin
   };
   if (opt.device == "cuda") {
 #if TEENY_HAS_CUDA
-    return finish(teeny::cuda::load_cuda<T>(imported.graph, dims));
+    auto model = teeny::cuda::load_cuda<T>(imported.graph, dims);
+    if (model) {
+      if (auto loaded = model->load_weights(*params); !loaded) return fail_with(loaded.error());
+    }
+    return finish(std::move(model));
 #else
     // Without CUDA load_cuda only fails, and running its model would compile that model here (the
     // library instantiates it only in CUDA builds): five minutes of the sanitized builds.
@@ -419,7 +422,7 @@ int load_and_run(const teeny::onnx::ImportedModel& imported, const teeny::Bindin
   }
   teeny::CpuOptions cpu;
   cpu.threads = static_cast<std::size_t>(opt.threads);
-  return finish(teeny::load_cpu<T>(imported.graph, dims, cpu));
+  return finish(teeny::load_cpu<T>(imported.graph, dims, cpu, &*params));  // weights packed once
 }
 
 void describe(const teeny::onnx::ImportedModel& m, const Options& opt) {

@@ -335,12 +335,10 @@ Result<ImportedModel> import_model(const std::string& path, const ImportOptions&
 Result<CpuModel> load_cpu(const std::string& path, const Bindings& dims, const ImportOptions& options, CpuOptions cpu) {
   auto imported = import_model(path, options);
   if (!imported) return std::move(imported).error();
-  auto model = teeny::load_cpu(imported->graph, dims, cpu);
-  if (!model) return std::move(model).error().context(cat("'", path, "'"));
   auto params = imported->params();
   if (!params) return std::move(params).error();
-  if (auto loaded = model->load_weights(*params); !loaded)
-    return std::move(loaded).error().context(cat("'", path, "'"));
+  auto model = teeny::load_cpu(imported->graph, dims, cpu, &*params);  // weights packed once
+  if (!model) return std::move(model).error().context(cat("'", path, "'"));
   return model;
 }
 

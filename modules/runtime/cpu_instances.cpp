@@ -2,6 +2,7 @@
 // instantiations extern, so that programs importing teeny do not compile them again).
 import teeny.core;
 import teeny.graph;
+import teeny.io;
 import teeny.ops;
 import teeny.cpu;
 import teeny.runtime;
@@ -9,8 +10,8 @@ import teeny.runtime;
 namespace teeny {
 template class LoadedModel<CpuContext, standard_ops<float>>;
 template class LoadedModel<CpuContext, standard_ops<double>>;
-template Result<CpuModelOf<float>> load_cpu<float>(const Graph&, const Bindings&, CpuOptions);
-template Result<CpuModelOf<double>> load_cpu<double>(const Graph&, const Bindings&, CpuOptions);
+template Result<CpuModelOf<float>> load_cpu<float>(const Graph&, const Bindings&, CpuOptions, const ParamSource*);
+template Result<CpuModelOf<double>> load_cpu<double>(const Graph&, const Bindings&, CpuOptions, const ParamSource*);
 #if TEENY_TRAINING
 template Result<CpuModelOf<float>> load_cpu_for_training<float>(const Graph&, const Bindings&, CpuOptions);
 template Result<CpuModelOf<double>> load_cpu_for_training<double>(const Graph&, const Bindings&, CpuOptions);

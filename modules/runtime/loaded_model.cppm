@@ -42,7 +42,11 @@ class LoadedModel {
     NodeId node;
   };
 
-  static Result<LoadedModel> load(const Graph& graph, Lowered<Ops> lowered, Backend backend, const Bindings& dims) {
+  /// Loads `lowered` for the sizes in `dims`. With `weights`, the parameters are loaded from them
+  /// (strictly, as load_weights does) before the kernels are prepared, so that weights are packed
+  /// once; without, they keep their initial values until load_weights.
+  static Result<LoadedModel> load(const Graph& graph, Lowered<Ops> lowered, Backend backend, const Bindings& dims,
+                                  const ParamSource* weights = nullptr) {
     LoadedModel model;
     model.lowered_ = std::move(lowered);
     model.backend_ = std::make_unique<Backend>(std::move(backend));
@@ -64,7 +68,9 @@ class LoadedModel {
       if (auto traced = model.trace_gradients(); !traced) return std::move(traced).error();
     }
 #endif
+    model.initial_weights_ = weights;  // read by the first plan, before it prepares its kernels
     auto plan = model.plan_for(dims);
+    model.initial_weights_ = nullptr;
     if (!plan) return std::move(plan).error();
     return model;
   }
@@ -122,13 +128,8 @@ class LoadedModel {
   /// strict by default, with the same checks, conversions and errors for both (see
   /// load_parameters). Kernels are prepared again afterwards (packed weights).
   Result<LoadReport> load_weights(const ParamSource& source, LoadOptions options = {}) {
-    std::vector<ParamTarget> targets;
-    for (auto& p : params_) {
-      targets.push_back({p.key, p.tensor.dtype(), p.tensor.shape(), {p.tensor.data(), p.tensor.bytes()}});
-    }
-    auto report = load_parameters(source, targets, options);
+    auto report = copy_weights(source, options);
     if (!report || options.dry_run) return report;
-    if (auto uploaded = upload_params(); !uploaded) return std::move(uploaded).error();
     for (auto& plan : plans_) {
       // Captured with the old kernel states: captured again on their next forward (and backward).
       plan->graph.reset();
@@ -497,6 +498,18 @@ class LoadedModel {
   // cudaMalloc aligns its own), filled from the host copies.
   Result<void> place_params();
   Result<void> upload_params();
+  // Copies `source` into the parameters (and a device backend's copies of them); the kernels are
+  // not prepared again.
+  Result<LoadReport> copy_weights(const ParamSource& source, LoadOptions options) {
+    std::vector<ParamTarget> targets;
+    for (auto& p : params_) {
+      targets.push_back({p.key, p.tensor.dtype(), p.tensor.shape(), {p.tensor.data(), p.tensor.bytes()}});
+    }
+    auto report = load_parameters(source, targets, options);
+    if (!report || options.dry_run) return report;
+    if (auto uploaded = upload_params(); !uploaded) return std::move(uploaded).error();
+    return report;
+  }
 
   static std::optional<NodeId> find_port(const std::vector<Port>& ports, std::string_view name) {
     for (const Port& p : ports) {
@@ -652,7 +665,8 @@ class LoadedModel {
   std::vector<NodeId> input_nodes_;  // of the inputs of the forward in progress, in the caller's order
   std::vector<Port> outputs_;
   std::vector<Param> params_;
-  Memory device_params_;  // a device backend's parameters (place_params)
+  const ParamSource* initial_weights_ = nullptr;  // load's weights, while its first plan is built
+  Memory device_params_;                          // a device backend's parameters (place_params)
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;
   bool graph_replay_ = false;

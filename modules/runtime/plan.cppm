@@ -218,6 +218,9 @@ auto LoadedModel<Backend, Ops>::build_plan(const Bindings& dims) -> Result<std::
   }
   if (first_plan) {
     if (auto placed = place_params(); !placed) return std::move(placed).error();
+    if (initial_weights_ != nullptr) {  // load(..., weights): in place before the kernels pack them
+      if (auto copied = copy_weights(*initial_weights_, {}); !copied) return std::move(copied).error();
+    }
   }
 
   // 4. Steps: typed kernel arguments bound once; kernel state prepared.

@@ -88,6 +88,25 @@ TEST_CASE("onnx: one import runs at several batch sizes") {
   }
 }
 
+TEST_CASE("onnx: weights given to load_cpu are loaded before the kernels pack them, checked as load_weights checks") {
+  auto imported = teeny::onnx::import_model(fixture("mlp.onnx"));
+  REQUIRE(imported);
+  auto params = imported->params();
+  REQUIRE(params);
+  auto model = teeny::load_cpu(imported->graph, {{"batch", 8}}, {}, &*params);
+  REQUIRE_MESSAGE(model, (model ? "" : model.error().to_string()));
+  check_forward(*model, "mlp_x_8.pb", "mlp_y_8.pb", "y");
+
+  REQUIRE(imported->weights.size() == 3);
+  const teeny::TensorRef first[] = {teeny::TensorRef::of(imported->weights[0].name, imported->weights[0].tensor)};
+  auto partial = teeny::ParamSource::of(first);
+  REQUIRE(partial);
+  auto refused = teeny::load_cpu(imported->graph, {{"batch", 8}}, {}, &*partial);
+  REQUIRE_FALSE(refused);
+  CAPTURE(refused.error().to_string());
+  CHECK(refused.error().to_string().find(imported->weights[1].name) != std::string::npos);
+}
+
 TEST_CASE("onnx: arithmetic with a constant operand on either side imports as the op's parameter") {
   auto imported = teeny::onnx::import_model(fixture("constants.onnx"));
   REQUIRE_MESSAGE(imported, (imported ? "" : imported.error().to_string()));

@@ -87,6 +87,13 @@ std::vector<GradCase> cases(DType dt) {
     auto a = trained(b, b.input("x", dt, {4, 3}), 4, "fa");
     return b.matmul(a, a);
   });
+  // Weights broadcast over the batch and a middle dim (a ViT's class token), concatenated with
+  // trained values: their gradient sums dy over the dims they were repeated along.
+  add("weight_broadcast", [dt](GraphBuilder& b) {
+    auto h = trained(b, b.input("x", dt, {3, 2, 4}), 4, "fc");
+    auto token = b.weight(dt, {1, 1, 4}, {3, 2, 4}).named("token");
+    return b.concat({b.mul(token, h), h}, 1);
+  });
   // Every unary function, on values a Linear makes (log, sqrt, reciprocal on positive ones).
   using Unary = Value (GraphBuilder::*)(Value);
   const std::pair<const char*, Unary> unaries[] = {{"sigmoid", &GraphBuilder::sigmoid},

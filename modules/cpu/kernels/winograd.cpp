@@ -3,6 +3,8 @@
 // choice of the active instruction set's.
 #include "winograd.hpp"
 
+#include <algorithm>
+
 #include "gemm.hpp"
 #include "winograd_detail.hpp"
 
@@ -38,22 +40,37 @@ constexpr double kG2[4][3] = {
     {0, 0, 1},
 };
 
+// U = G g G^T for every filter g [o][c][3][3], written as matrix (a, b): u[(a N + b) outs ins + o ins + c].
+// Eight input channels at a time, each lane one filter: the loops over lanes vectorise (the
+// arithmetic per filter, in its order, is the scalar one's).
 template <int N>
 void transform_filters_with(const double (&kg)[N][3], const float* w, std::int64_t outs, std::int64_t ins, float* u) {
+  constexpr std::int64_t kLanes = 8;
   const std::int64_t matrix = outs * ins;
   for (std::int64_t o = 0; o < outs; ++o) {
-    for (std::int64_t c = 0; c < ins; ++c) {
-      const float* g = w + (o * ins + c) * 9;
-      double gg[N][3];  // G g
+    for (std::int64_t c0 = 0; c0 < ins; c0 += kLanes) {
+      const std::int64_t n = std::min(kLanes, ins - c0);
+      double g[9][kLanes] = {};
+      for (std::int64_t l = 0; l < n; ++l) {
+        const float* filter = w + (o * ins + c0 + l) * 9;
+        for (int k = 0; k < 9; ++k) g[k][l] = filter[k];
+      }
+      double gg[N][3][kLanes];  // G g
       for (int a = 0; a < N; ++a) {
         for (int j = 0; j < 3; ++j) {
-          gg[a][j] = kg[a][0] * g[j] + kg[a][1] * g[3 + j] + kg[a][2] * g[6 + j];
+          for (std::int64_t l = 0; l < kLanes; ++l) {
+            gg[a][j][l] = kg[a][0] * g[j][l] + kg[a][1] * g[3 + j][l] + kg[a][2] * g[6 + j][l];
+          }
         }
       }
       for (int a = 0; a < N; ++a) {
         for (int b = 0; b < N; ++b) {  // (G g) G^T
-          const double value = gg[a][0] * kg[b][0] + gg[a][1] * kg[b][1] + gg[a][2] * kg[b][2];
-          u[(a * N + b) * matrix + o * ins + c] = static_cast<float>(value);
+          float value[kLanes];
+          for (std::int64_t l = 0; l < kLanes; ++l) {
+            value[l] = static_cast<float>(gg[a][0][l] * kg[b][0] + gg[a][1][l] * kg[b][1] + gg[a][2][l] * kg[b][2]);
+          }
+          float* out = u + (a * N + b) * matrix + o * ins + c0;
+          for (std::int64_t l = 0; l < n; ++l) out[l] = value[l];
         }
       }
     }
